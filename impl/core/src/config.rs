@@ -1,0 +1,78 @@
+//! Protocol parameters. Times are in microseconds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::Time;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Number of replicas (ids `0..n`).
+    pub n: usize,
+    pub heartbeat_interval: Time,
+    /// A follower starts an election after this much silence plus a jitter.
+    pub election_timeout: Time,
+    /// Upper bound of the uniform random jitter added to `election_timeout`.
+    pub election_jitter: Time,
+    /// Maximum slots proposed and not yet committed.
+    pub window: usize,
+    /// Maximum client requests in one slot.
+    pub max_batch: usize,
+    /// Requests waiting for the window beyond this are answered `Busy`.
+    pub max_pending: usize,
+    /// Trim (and snapshot) once this many executed slots can be trimmed.
+    pub trim_every: u64,
+    /// A follower silent for this long no longer holds back trimming.
+    pub trim_grace: Time,
+    /// Maximum instances in one `CatchUp` message.
+    pub catchup_max: usize,
+    /// Emit [`crate::Output::Trace`] events (off on the hot path).
+    pub trace: bool,
+    /// A deliberately injected protocol bug, for tests that prove the
+    /// checkers catch it. Always `None` in production.
+    pub injected_bug: Option<Bug>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            n: 3,
+            heartbeat_interval: 50_000,
+            election_timeout: 300_000,
+            election_jitter: 300_000,
+            window: 16,
+            max_batch: 256,
+            max_pending: 100_000,
+            trim_every: 4096,
+            trim_grace: 2_000_000,
+            catchup_max: 512,
+            trace: false,
+            injected_bug: None,
+        }
+    }
+}
+
+impl Config {
+    pub fn majority(&self) -> usize {
+        self.n / 2 + 1
+    }
+}
+
+/// Known protocol bugs that can be switched on to test the checkers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bug {
+    /// The new leader ignores the promised logs: it keeps only its own
+    /// entries and fills the rest with no-ops.
+    SkipMerge,
+    /// An acceptor accepts an `Accept` whose ballot is below its own.
+    AcceptLowerBallot,
+    /// Promises and acceptances are sent before they are durable.
+    ReplyBeforePersist,
+    /// The leader commits a slot on its own vote alone.
+    CommitWithoutMajority,
+    /// A follower commits up to the leader's last executed whatever the
+    /// ballot of its instances.
+    FollowerCommitAnyBallot,
+    /// The leader answers `Get` from its local state without the log.
+    LocalReads,
+}

@@ -1,0 +1,26 @@
+//! stutter's MultiPaxos protocol core: a pure, deterministic state machine.
+//!
+//! Drivers call [`Replica::handle`] with the current time and one
+//! [`Input`]; the replica appends [`Output`]s (sends, timers, persistence
+//! requests, client replies, trace events). The core has no I/O, no clock,
+//! no threads and no OS randomness: the simulator and the real node run the
+//! very same code. The protocol is specified in `docs/protocol.md`.
+
+pub mod config;
+pub mod durable;
+pub mod io;
+pub mod log;
+pub mod message;
+pub mod replica;
+pub mod state_machine;
+pub mod trace;
+pub mod types;
+
+pub use config::{Bug, Config};
+pub use durable::DurableState;
+pub use io::{Input, Output, Record, Timer};
+pub use message::Message;
+pub use replica::Replica;
+pub use state_machine::{Outcome, Session, Snapshot};
+pub use trace::{Action, StateSummary, TraceEvent};
+pub use types::*;

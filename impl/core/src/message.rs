@@ -1,0 +1,69 @@
+//! Messages between replicas.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state_machine::Snapshot;
+use crate::types::{Ballot, Instance, Slot, Value};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    /// Phase 1a, carrying the candidate's `last_executed` so that promises
+    /// only carry what it lacks.
+    Prepare { ballot: Ballot, last_executed: Slot },
+    /// Phase 1b. When `ok`, `entries` are the promiser's instances above the
+    /// candidate's `last_executed` (above its own if it sends a snapshot),
+    /// and `snapshot` is its state if it trimmed beyond the candidate's
+    /// `last_executed`. When not `ok`, `ballot` is the promiser's own.
+    Promise {
+        ballot: Ballot,
+        ok: bool,
+        last_executed: Slot,
+        entries: Vec<Instance>,
+        snapshot: Option<Arc<Snapshot>>,
+    },
+    /// Phase 2a for one slot.
+    Accept { ballot: Ballot, slot: Slot, value: Value },
+    /// Phase 2b. When not `ok`, `ballot` is the acceptor's own.
+    Accepted { ballot: Ballot, slot: Slot, ok: bool },
+    /// The leader's periodic commit message.
+    Heartbeat { ballot: Ballot, last_executed: Slot, global_last_executed: Slot },
+    /// `leader_last_executed` echoes the heartbeat being answered so the
+    /// leader can tell a follower that could not commit. When not `ok`,
+    /// `ballot` is the follower's own (higher) ballot.
+    HeartbeatReply { ballot: Ballot, ok: bool, last_executed: Slot, leader_last_executed: Slot },
+    /// Committed instances for a follower that is behind.
+    CatchUp { ballot: Ballot, entries: Vec<Instance> },
+    /// The leader's state, for a follower behind the leader's trim point.
+    InstallSnapshot { ballot: Ballot, snapshot: Arc<Snapshot> },
+}
+
+impl Message {
+    pub fn ballot(&self) -> Ballot {
+        match self {
+            Message::Prepare { ballot, .. }
+            | Message::Promise { ballot, .. }
+            | Message::Accept { ballot, .. }
+            | Message::Accepted { ballot, .. }
+            | Message::Heartbeat { ballot, .. }
+            | Message::HeartbeatReply { ballot, .. }
+            | Message::CatchUp { ballot, .. }
+            | Message::InstallSnapshot { ballot, .. } => *ballot,
+        }
+    }
+
+    /// The message's name, as trace events and metrics spell it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Prepare { .. } => "Prepare",
+            Message::Promise { .. } => "Promise",
+            Message::Accept { .. } => "Accept",
+            Message::Accepted { .. } => "Accepted",
+            Message::Heartbeat { .. } => "Heartbeat",
+            Message::HeartbeatReply { .. } => "HeartbeatReply",
+            Message::CatchUp { .. } => "CatchUp",
+            Message::InstallSnapshot { .. } => "InstallSnapshot",
+        }
+    }
+}

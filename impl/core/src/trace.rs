@@ -1,0 +1,86 @@
+//! Structured trace events: one per protocol step, named like the spec's
+//! actions. The schema is documented in `docs/trace-format.md`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Ballot, ClientId, ReplicaId, Role, Seq, Slot, Time, Value};
+
+/// A value as traces report it: `None` for a no-op, else the
+/// `(client, seq)` of every request of the batch.
+pub type ValueIds = Option<Vec<(ClientId, Seq)>>;
+
+pub fn value_ids(v: &Value) -> ValueIds {
+    match v {
+        Value::Noop => None,
+        Value::Batch(_) => Some(v.ids()),
+    }
+}
+
+/// One slot as a trace reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotSummary {
+    pub slot: Slot,
+    pub ballot: Ballot,
+    pub value: ValueIds,
+    pub committed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action")]
+pub enum Action {
+    /// Election timer expired: new ballot, Prepare sent to all.
+    StartElection { ballot: Ballot },
+    HandlePrepare { from: ReplicaId, ballot: Ballot, ok: bool },
+    HandlePromise { from: ReplicaId, ballot: Ballot, ok: bool },
+    /// Majority of promises: snapshot installed if one was ahead, logs merged,
+    /// gaps filled with no-ops, merged slots replayed at the new ballot.
+    BecomeLeader {
+        ballot: Ballot,
+        merged_from: Vec<ReplicaId>,
+        snapshot_from: Option<ReplicaId>,
+        entries: Vec<SlotSummary>,
+    },
+    Propose { slot: Slot, value: ValueIds },
+    HandleAccept { from: ReplicaId, ballot: Ballot, slot: Slot, ok: bool, value: ValueIds },
+    HandleAccepted { from: ReplicaId, ballot: Ballot, slot: Slot, ok: bool, committed: bool },
+    Execute { slot: Slot, value: ValueIds },
+    SendHeartbeat { ballot: Ballot, last_executed: Slot, global_last_executed: Slot },
+    /// Follower side: `committed` are the slots this heartbeat committed.
+    HandleHeartbeat {
+        from: ReplicaId,
+        ballot: Ballot,
+        leader_last_executed: Slot,
+        global_last_executed: Slot,
+        ok: bool,
+        committed: Vec<Slot>,
+    },
+    HandleHeartbeatReply { from: ReplicaId, ballot: Ballot, ok: bool, last_executed: Slot },
+    Trim { up_to: Slot },
+    SendCatchUp { to: ReplicaId, slots: Vec<Slot>, snapshot: bool },
+    HandleCatchUp { from: ReplicaId, ballot: Ballot, slots: Vec<Slot> },
+    InstallSnapshot { from: ReplicaId, last_executed: Slot },
+    /// A higher ballot was seen: leader or candidate becomes follower.
+    StepDown { ballot: Ballot },
+    /// Restarted from durable state.
+    Recover,
+}
+
+/// The replica's state after the step, compared by the trace spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateSummary {
+    pub ballot: Ballot,
+    pub role: Role,
+    pub last_index: Slot,
+    pub last_executed: Slot,
+    pub global_last_executed: Slot,
+    pub trimmed: Slot,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceEvent {
+    pub replica: ReplicaId,
+    pub time: Time,
+    #[serde(flatten)]
+    pub action: Action,
+    pub state: StateSummary,
+}
