@@ -1,0 +1,308 @@
+//! An in-memory cluster of cores with a fully controlled network, disk and
+//! clock, for the handler tests and the property tests. Every choice (which
+//! message, which timer, when a persist completes) is made by the test.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use rand_xoshiro::rand_core::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stutter_core::*;
+
+pub fn rng(seed: u64) -> Box<dyn rand_core::RngCore + Send> {
+    Box::new(Xoshiro256PlusPlus::seed_from_u64(seed))
+}
+
+pub fn test_config(n: usize) -> Config {
+    Config {
+        n,
+        heartbeat_interval: 10,
+        election_timeout: 100,
+        election_jitter: 50,
+        window: 4,
+        max_batch: 3,
+        max_pending: 1000,
+        trim_every: 4,
+        trim_grace: 1_000,
+        catchup_max: 8,
+        trace: true,
+        injected_bug: None,
+    }
+}
+
+pub fn put(client: u64, seq: u64, k: &str, v: &str) -> Request {
+    Request { client, seq, op: Op::Put { key: k.to_owned().into(), value: v.to_owned().into() } }
+}
+
+pub fn get(client: u64, seq: u64, k: &str) -> Request {
+    Request { client, seq, op: Op::Get { key: k.to_owned().into() } }
+}
+
+#[derive(Clone, Debug)]
+pub struct InFlight {
+    pub from: ReplicaId,
+    pub to: ReplicaId,
+    pub msg: Message,
+}
+
+pub struct Node {
+    pub replica: Replica,
+    pub up: bool,
+    /// Records handed to the disk, with their token, not yet synced.
+    pub unsynced: Vec<(u64, Vec<Record>)>,
+    pub synced: Vec<Record>,
+    pub timers: BTreeMap<Timer, Time>,
+    pub max_ballot_seen: Ballot,
+}
+
+pub struct Cluster {
+    pub cfg: Config,
+    pub now: Time,
+    pub nodes: Vec<Node>,
+    pub net: Vec<InFlight>,
+    pub replies: Vec<(ReplicaId, u64, u64, Reply)>,
+    pub trace: Vec<TraceEvent>,
+    /// slot ↦ value executed there (as (client, seq) ids), first replica to execute it.
+    pub executed: BTreeMap<Slot, (ReplicaId, Option<Vec<(ClientId, Seq)>>)>,
+    /// last_executed ↦ digest, first replica to reach it.
+    pub digests: BTreeMap<Slot, u64>,
+    pub violations: Vec<String>,
+    seed: u64,
+}
+
+impl Cluster {
+    pub fn new(cfg: Config, seed: u64) -> Cluster {
+        let mut c = Cluster {
+            cfg: cfg.clone(),
+            now: 0,
+            nodes: Vec::new(),
+            net: Vec::new(),
+            replies: Vec::new(),
+            trace: Vec::new(),
+            executed: BTreeMap::new(),
+            digests: BTreeMap::new(),
+            violations: Vec::new(),
+            seed,
+        };
+        for id in 0..cfg.n {
+            let replica = Replica::new(id as ReplicaId, cfg.clone(), rng(seed * 1000 + id as u64));
+            c.nodes.push(Node {
+                replica,
+                up: true,
+                unsynced: Vec::new(),
+                synced: Vec::new(),
+                timers: BTreeMap::new(),
+                max_ballot_seen: 0,
+            });
+        }
+        for id in 0..cfg.n {
+            c.input(id as ReplicaId, Input::Start);
+        }
+        c
+    }
+
+    pub fn input(&mut self, id: ReplicaId, input: Input) {
+        let node = &mut self.nodes[id as usize];
+        if !node.up {
+            return;
+        }
+        let mut out = Vec::new();
+        node.replica.handle(self.now, input, &mut out);
+        self.absorb(id, out);
+        self.check_node(id);
+    }
+
+    fn absorb(&mut self, id: ReplicaId, out: Vec<Output>) {
+        for o in out {
+            match o {
+                Output::Send { to, msg } => self.net.push(InFlight { from: id, to, msg }),
+                Output::SetTimer { timer, at } => {
+                    self.nodes[id as usize].timers.insert(timer, at);
+                }
+                Output::Persist { token, records } => {
+                    self.nodes[id as usize].unsynced.push((token, records))
+                }
+                Output::Reply { client, seq, reply } => self.replies.push((id, client, seq, reply)),
+                Output::Trace(ev) => {
+                    if let Action::Execute { slot, value } = &ev.action {
+                        match self.executed.get(slot) {
+                            None => {
+                                self.executed.insert(*slot, (id, value.clone()));
+                            }
+                            Some((other, v)) if v != value => self.violations.push(format!(
+                                "slot {slot}: replica {id} executed {value:?}, replica {other} executed {v:?}"
+                            )),
+                            _ => {}
+                        }
+                    }
+                    self.trace.push(ev)
+                }
+            }
+        }
+    }
+
+    fn check_node(&mut self, id: ReplicaId) {
+        let node = &mut self.nodes[id as usize];
+        let b = node.replica.ballot();
+        if b < node.max_ballot_seen {
+            self.violations.push(format!("replica {id} ballot went from {} to {b}", node.max_ballot_seen));
+        }
+        node.max_ballot_seen = node.max_ballot_seen.max(b);
+        let le = node.replica.last_executed();
+        let d = node.replica.executed_digest();
+        match self.digests.get(&le) {
+            None => {
+                self.digests.insert(le, d);
+            }
+            Some(d0) if *d0 != d => self
+                .violations
+                .push(format!("replica {id} executed prefix up to {le} differs (digest {d:x} vs {d0:x})")),
+            _ => {}
+        }
+    }
+
+    /// Completes every pending persist of a replica.
+    pub fn sync(&mut self, id: ReplicaId) {
+        let node = &mut self.nodes[id as usize];
+        if !node.up || node.unsynced.is_empty() {
+            return;
+        }
+        let mut top = 0;
+        for (t, recs) in node.unsynced.drain(..) {
+            top = t;
+            node.synced.extend(recs);
+        }
+        self.input(id, Input::Persisted { token: top });
+    }
+
+    pub fn sync_all(&mut self) {
+        for id in 0..self.nodes.len() {
+            self.sync(id as ReplicaId);
+        }
+    }
+
+    /// Delivers message `i` of the network (removing it unless `duplicate`).
+    pub fn deliver(&mut self, i: usize, duplicate: bool) {
+        if self.net.is_empty() {
+            return;
+        }
+        let i = i % self.net.len();
+        let m = if duplicate { self.net[i].clone() } else { self.net.remove(i) };
+        self.input(m.to, Input::Message { from: m.from, msg: m.msg });
+    }
+
+    pub fn drop_msg(&mut self, i: usize) {
+        if !self.net.is_empty() {
+            let i = i % self.net.len();
+            self.net.remove(i);
+        }
+    }
+
+    /// Advances the clock to the earliest timer deadline and fires it.
+    pub fn fire_next_timer(&mut self) {
+        let next = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.up)
+            .flat_map(|(id, n)| n.timers.iter().map(move |(t, at)| (*at, id, *t)))
+            .min();
+        if let Some((at, id, t)) = next {
+            self.now = self.now.max(at);
+            self.nodes[id].timers.remove(&t);
+            self.input(id as ReplicaId, Input::Timer(t));
+        }
+    }
+
+    pub fn advance(&mut self, dt: Time) {
+        let until = self.now + dt;
+        loop {
+            let next = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.up)
+                .flat_map(|(id, n)| n.timers.iter().map(move |(t, at)| (*at, id, *t)))
+                .filter(|(at, _, _)| *at <= until)
+                .min();
+            match next {
+                Some((at, id, t)) => {
+                    self.now = self.now.max(at);
+                    self.nodes[id].timers.remove(&t);
+                    self.input(id as ReplicaId, Input::Timer(t));
+                }
+                None => break,
+            }
+        }
+        self.now = until;
+    }
+
+    /// Crash: unsynced records and in-memory state are lost.
+    pub fn crash(&mut self, id: ReplicaId) {
+        let node = &mut self.nodes[id as usize];
+        node.up = false;
+        node.unsynced.clear();
+        // What was never durable was never shown to anyone (sends wait for
+        // persistence): the ballot may legitimately fall back to the durable one.
+        let mut durable = DurableState::default();
+        for r in node.synced.iter().cloned() {
+            durable.apply(r);
+        }
+        node.max_ballot_seen = durable.ballot;
+        node.timers.clear();
+        self.net.retain(|m| m.to != id);
+    }
+
+    pub fn restart(&mut self, id: ReplicaId) {
+        let node = &mut self.nodes[id as usize];
+        if node.up {
+            return;
+        }
+        let mut durable = DurableState::default();
+        for r in node.synced.iter().cloned() {
+            durable.apply(r);
+        }
+        node.replica =
+            Replica::recover(id, self.cfg.clone(), durable, rng(self.seed * 7919 + self.now));
+        node.up = true;
+        self.input(id, Input::Start);
+    }
+
+    /// Fair scheduling without faults: sync disks, deliver everything, fire
+    /// timers, until quiet or `max_time` passes.
+    pub fn run_fair(&mut self, max_time: Time) {
+        let deadline = self.now + max_time;
+        while self.now < deadline {
+            self.sync_all();
+            if !self.net.is_empty() {
+                self.deliver(0, false);
+                continue;
+            }
+            if self.nodes.iter().any(|n| n.up && !n.unsynced.is_empty()) {
+                continue;
+            }
+            self.fire_next_timer();
+        }
+    }
+
+    pub fn leader(&self) -> Option<ReplicaId> {
+        self.nodes
+            .iter()
+            .filter(|n| n.up && n.replica.role() == Role::Leader)
+            .max_by_key(|n| n.replica.ballot())
+            .map(|n| n.replica.id())
+    }
+
+    pub fn reply_for(&self, client: u64, seq: u64) -> Option<&Reply> {
+        self.replies
+            .iter()
+            .filter(|r| r.1 == client && r.2 == seq && !r.3.is_definite_rejection())
+            .map(|r| &r.3)
+            .next()
+    }
+
+    pub fn actions_of(&self, id: ReplicaId) -> Vec<&Action> {
+        self.trace.iter().filter(|e| e.replica == id).map(|e| &e.action).collect()
+    }
+}
