@@ -19,6 +19,11 @@ use crate::types::{
     Request, Role, Seq, Slot, Time, Value,
 };
 
+/// How far beyond its last executed slot a replica stores instances. A
+/// message naming a slot further out is a peer fault: ignored, so that it
+/// cannot make the log allocate without bound.
+const MAX_SLOTS_AHEAD: Slot = 1 << 22;
+
 /// A set of replica ids (ballots reserve 8 bits for an id).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct IdSet([u64; 4]);
@@ -33,6 +38,14 @@ impl IdSet {
     fn len(&self) -> usize {
         self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
+}
+
+/// Acceptances of one slot the leader proposed or replayed.
+#[derive(Clone, Copy, Debug)]
+struct Votes {
+    ids: IdSet,
+    /// When `Accept` was last sent for it (to resend what the network lost).
+    sent: Time,
 }
 
 /// Outputs held until the persist that precedes them is durable.
@@ -88,7 +101,7 @@ pub struct Replica {
     promises: BTreeMap<ReplicaId, PromiseData>,
 
     // Leader.
-    votes: BTreeMap<Slot, IdSet>,
+    votes: BTreeMap<Slot, Votes>,
     pending: VecDeque<Request>,
     /// Requests pending or proposed by this leader and not yet executed.
     queued: BTreeSet<(ClientId, Seq)>,
@@ -468,6 +481,8 @@ impl Replica {
         if self.role != Role::Candidate || b != self.ballot {
             return; // late or duplicate promise for another election
         }
+        let limit = self.sm.last_executed + MAX_SLOTS_AHEAD;
+        let entries = entries.into_iter().filter(|e| e.slot > 0 && e.slot <= limit).collect();
         self.promises.insert(from, PromiseData { entries, snapshot });
         self.emit(Action::HandlePromise { from, ballot: b, ok }, out);
         if self.promises.len() >= self.cfg.majority() {
@@ -521,7 +536,7 @@ impl Replica {
         }
         let promised_max = promises
             .values()
-            .flat_map(|p| p.entries.last().map(|i| i.slot))
+            .flat_map(|p| p.entries.iter().map(|i| i.slot))
             .max()
             .unwrap_or(0);
         let max_slot = promised_max.max(self.log.last_index()).max(base);
@@ -545,7 +560,7 @@ impl Replica {
             self.log.put(Instance { slot, ballot, value: value.clone(), state });
             records.push(Record::Accept { slot, ballot, value: value.clone() });
             if !committed {
-                self.votes.insert(slot, IdSet::default());
+                self.votes.insert(slot, Votes { ids: IdSet::default(), sent: self.now });
             }
             replay.push((slot, value, committed));
         }
@@ -616,7 +631,7 @@ impl Replica {
             let ballot = self.ballot;
             self.log.put(Instance { slot, ballot, value: value.clone(), state: InstanceState::InProgress });
             self.persist(vec![Record::Accept { slot, ballot, value: value.clone() }], out);
-            self.votes.insert(slot, IdSet::default());
+            self.votes.insert(slot, Votes { ids: IdSet::default(), sent: self.now });
             if self.cfg.trace {
                 self.emit(Action::Propose { slot, value: value_ids(&value) }, out);
             }
@@ -635,6 +650,9 @@ impl Replica {
             if self.cfg.trace {
                 self.emit(Action::HandleAccept { from, ballot: b, slot, ok: false, value: value_ids(&value) }, out);
             }
+            return;
+        }
+        if slot == 0 || slot > self.sm.last_executed + MAX_SLOTS_AHEAD {
             return;
         }
         self.observe_ballot(b, out);
@@ -673,9 +691,9 @@ impl Replica {
     /// Counts a vote; returns whether it committed the slot.
     fn add_vote(&mut self, id: ReplicaId, slot: Slot, _out: &mut Vec<Output>) -> bool {
         let Some(v) = self.votes.get_mut(&slot) else { return false };
-        v.insert(id);
-        let enough = v.len() >= self.cfg.majority()
-            || (self.cfg.injected_bug == Some(Bug::CommitWithoutMajority) && v.contains(self.id));
+        v.ids.insert(id);
+        let enough = v.ids.len() >= self.cfg.majority()
+            || (self.cfg.injected_bug == Some(Bug::CommitWithoutMajority) && v.ids.contains(self.id));
         if !enough {
             return false;
         }
@@ -740,6 +758,26 @@ impl Replica {
         );
         self.heartbeat_deadline = self.now + self.cfg.heartbeat_interval;
         out.push(Output::SetTimer { timer: Timer::Heartbeat, at: self.heartbeat_deadline });
+        self.resend_accepts(out);
+    }
+
+    /// The network may lose an `Accept` (a broken connection, a restarted
+    /// peer): slots still uncommitted a heartbeat interval after their last
+    /// send go again to the peers that have not acknowledged them.
+    fn resend_accepts(&mut self, out: &mut Vec<Output>) {
+        let (now, ballot, me, n) = (self.now, self.ballot, self.id, self.cfg.n);
+        let due = self.cfg.heartbeat_interval;
+        for (slot, v) in self.votes.iter_mut().take(self.cfg.catchup_max.max(1)) {
+            if v.sent.saturating_add(due) > now {
+                continue;
+            }
+            let Some(inst) = self.log.get(*slot) else { continue };
+            v.sent = now;
+            for p in (0..n as u16).map(|i| i as ReplicaId).filter(|p| *p != me && !v.ids.contains(*p)) {
+                let msg = Message::Accept { ballot, slot: *slot, value: inst.value.clone() };
+                out.push(Output::Send { to: p, msg });
+            }
+        }
     }
 
     fn on_heartbeat(&mut self, from: ReplicaId, b: Ballot, lle: Slot, gle: Slot, out: &mut Vec<Output>) {
@@ -829,7 +867,7 @@ impl Replica {
         let gle = self
             .progress
             .values()
-            .filter(|p| p.heard + grace >= now)
+            .filter(|p| p.heard.saturating_add(grace) >= now)
             .map(|p| p.last_executed)
             .fold(self.sm.last_executed, Slot::min);
         self.global_last_executed = self.global_last_executed.max(gle);
@@ -839,7 +877,8 @@ impl Replica {
         // missing instances: send them, or our state if we trimmed them.
         if le < lle || le < self.log.trimmed() {
             if le < self.log.trimmed() {
-                let recently = snapshot_sent.is_some_and(|t| t + self.cfg.election_timeout > now);
+                let recently =
+                    snapshot_sent.is_some_and(|t| t.saturating_add(self.cfg.election_timeout) > now);
                 if !recently {
                     let snapshot = Arc::new(self.sm.clone());
                     out.push(Output::Send { to: from, msg: Message::InstallSnapshot { ballot: b, snapshot } });
@@ -880,6 +919,9 @@ impl Replica {
         let mut records = Vec::new();
         let mut slots = Vec::new();
         for e in entries {
+            if e.slot > self.sm.last_executed + MAX_SLOTS_AHEAD {
+                continue;
+            }
             let have = e.slot <= self.sm.last_executed
                 || self.log.get(e.slot).is_some_and(|i| i.state.is_committed());
             if have {

@@ -22,13 +22,13 @@ pub fn ballot_owner(ballot: Ballot) -> ReplicaId {
 }
 
 /// The smallest ballot owned by `id` that is strictly above `above`.
+/// Saturates instead of overflowing on absurd ballots a faulty peer might send.
 pub fn next_ballot(above: Ballot, id: ReplicaId) -> Ballot {
-    let round = above / 256 + 1;
     let candidate = (above / 256) * 256 + id as Ballot;
     if candidate > above {
         candidate
     } else {
-        round * 256 + id as Ballot
+        (above / 256).saturating_add(1).saturating_mul(256).saturating_add(id as Ballot)
     }
 }
 

@@ -84,6 +84,14 @@ fn run(seed: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
         }
     }
     c.run_fair(2_000);
+    if std::env::var("STUTTER_DEBUG").is_ok() {
+        for ev in &c.trace {
+            eprintln!("{}", serde_json::to_string(ev).unwrap_or_default());
+        }
+        for r in &c.replies {
+            eprintln!("reply {r:?}");
+        }
+    }
     prop_assert!(c.violations.is_empty(), "safety: {:?}", c.violations);
     prop_assert!(c.leader().is_some(), "a leader after healing");
     let les: BTreeSet<Slot> = c.nodes.iter().map(|n| n.replica.last_executed()).collect();
@@ -167,4 +175,25 @@ fn leader_crash_then_new_leader_keeps_acknowledged_writes() {
         assert_eq!(c.reply_for(100 + i, 1), Some(&Reply::Value(Some("v".into()))));
     }
     assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+/// Found by the property test: a request sent to a replica that was
+/// follower, after crashes of the other two, was never answered.
+#[test]
+fn regression_unanswered_request_after_crashes() {
+    use Step::*;
+    let steps = vec![
+        Tick(78), Tick(192), Crash(1), Deliver(0), Tick(146), Tick(19), Deliver(0), Deliver(0),
+        Deliver(0), Deliver(0), Tick(132), Deliver(0), Tick(157), Deliver(0), Tick(84), Tick(45),
+        Restart(1), Tick(134), Sync(1), Deliver(0), Deliver(0), Deliver(0), Deliver(0), Crash(0),
+        Tick(44), Crash(2), Deliver(0), Deliver(0), Deliver(0), Deliver(0), Deliver(0),
+        Duplicate(1539227), Deliver(12311732280429858696), Restart(0), Deliver(6854501004285151401),
+        Deliver(8907893752946246823), Deliver(18194848066775182383), Tick(105),
+        Deliver(3440341376110776268), Sync(1), Deliver(12717669186053159988), Sync(0),
+        Deliver(15319647180250381815), Deliver(16970923553302759251), Deliver(5738351680283707679),
+        Crash(0), Request(1, true), Deliver(10386368100759378520), Drop(14005194680553895616),
+        Deliver(12517006152896621841), Deliver(2303965534885053020), Drop(7460216607288897209),
+        Deliver(8867583883831642577), Deliver(15054323239094248333),
+    ];
+    run(190, steps).unwrap();
 }
