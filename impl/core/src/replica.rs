@@ -401,7 +401,14 @@ impl Replica {
             }
             Timer::Heartbeat => {
                 if self.role == Role::Leader && self.now >= self.heartbeat_deadline {
-                    self.send_heartbeats(out);
+                    if self.lost_quorum() {
+                        // Cut off from a majority: stop taking requests that
+                        // cannot commit, so clients go elsewhere.
+                        self.become_follower(out);
+                        self.emit(Action::StepDown { ballot: self.ballot }, out);
+                    } else {
+                        self.send_heartbeats(out);
+                    }
                 }
             }
         }
@@ -738,6 +745,14 @@ impl Replica {
     }
 
     // ----- heartbeats, follower commit, trimming, catch-up -----
+
+    /// Whether the leader has not heard from a majority (itself included)
+    /// for a whole election timeout.
+    fn lost_quorum(&self) -> bool {
+        let since = self.now.saturating_sub(self.cfg.election_timeout);
+        let heard = self.progress.values().filter(|p| p.heard >= since).count();
+        heard + 1 < self.cfg.majority()
+    }
 
     fn send_heartbeats(&mut self, out: &mut Vec<Output>) {
         let msg = Message::Heartbeat {

@@ -423,3 +423,29 @@ fn promiser_that_trimmed_past_the_candidate_sends_its_snapshot() {
         other => panic!("expected a promise with a snapshot, got {other:?}"),
     }
 }
+
+#[test]
+fn leader_cut_off_from_a_majority_steps_down() {
+    let (mut r, _) = replica(0);
+    let _ = elect(&mut r);
+    assert_eq!(r.role(), Role::Leader);
+    let b = r.ballot();
+    // One follower answers heartbeats for a while: quorum kept.
+    let mut t = 1_001;
+    for _ in 0..20 {
+        t += 10;
+        let mut out = Vec::new();
+        r.handle(t, Input::Timer(Timer::Heartbeat), &mut out);
+        msg(&mut r, t, 1, Message::HeartbeatReply { ballot: b, ok: true, last_executed: 0, leader_last_executed: 0 });
+    }
+    assert_eq!(r.role(), Role::Leader);
+    // Then silence for longer than the election timeout.
+    let mut out = Vec::new();
+    for _ in 0..15 {
+        t += 10;
+        r.handle(t, Input::Timer(Timer::Heartbeat), &mut out);
+    }
+    assert_eq!(r.role(), Role::Follower);
+    assert_eq!(r.ballot(), b, "stepping down never changes the ballot");
+    assert!(actions(&out).contains(&Action::StepDown { ballot: b }));
+}
