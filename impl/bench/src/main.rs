@@ -1,0 +1,256 @@
+//! `bench`: open-loop load generator for stutter and, side by side in the
+//! same invocation, Replicant. See docs/performance.md.
+
+mod runner;
+mod text_target;
+mod workload;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use runner::{RunResult, RunSpec};
+use workload::{Distribution, Generator, Mix};
+
+#[derive(Parser, Debug)]
+#[command(about = "Open-loop, coordinated-omission-free load generator for stutter (and Replicant)")]
+struct Args {
+    /// stutter cluster config (TOML with [[replica]] client_addr = ...).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Replicant client addresses (peer port + 1), comma separated: measures
+    /// Replicant too, with the same schedule, and prints the ratio.
+    #[arg(long, value_delimiter = ',')]
+    replicant: Vec<String>,
+    /// Offered load, operations per second.
+    #[arg(long, default_value_t = 5000.0)]
+    rate: f64,
+    /// Measured duration of one run (after the warm-up).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    warmup: Duration,
+    #[arg(long, value_enum, default_value_t = Mix::A)]
+    workload: Mix,
+    #[arg(long, value_enum, default_value_t = Distribution::Zipfian)]
+    distribution: Distribution,
+    /// Number of keys, all written during the preload.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    #[arg(long, default_value_t = 23)]
+    key_size: usize,
+    #[arg(long, default_value_t = 500)]
+    value_size: usize,
+    /// Client connections, each with one request outstanding.
+    #[arg(long, default_value_t = 128)]
+    connections: usize,
+    /// Per-request timeout.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Skip the preload (keys already written by an earlier run).
+    #[arg(long)]
+    no_preload: bool,
+    /// Search for the highest offered rate whose p99 meets --slo-p99.
+    #[arg(long)]
+    find_max: bool,
+    #[arg(long, default_value = "20ms", value_parser = humantime::parse_duration)]
+    slo_p99: Duration,
+    /// Upper bound of the --find-max search.
+    #[arg(long, default_value_t = 400_000.0)]
+    max_rate: f64,
+    /// Append every run as a JSON line to this file (for plots).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct ClusterFile {
+    replica: Vec<ReplicaEntry>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReplicaEntry {
+    client_addr: String,
+}
+
+fn resolve(addrs: &[String]) -> Result<Vec<SocketAddr>> {
+    let mut out = Vec::new();
+    for a in addrs {
+        let mut it = a.to_socket_addrs().with_context(|| format!("bad address {a}"))?;
+        out.push(it.next().with_context(|| format!("address {a} resolves to nothing"))?);
+    }
+    Ok(out)
+}
+
+fn stutter_addrs(path: &PathBuf) -> Result<Vec<SocketAddr>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let cfg: ClusterFile = toml::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+    resolve(&cfg.replica.into_iter().map(|r| r.client_addr).collect::<Vec<_>>())
+}
+
+struct System {
+    name: &'static str,
+    addrs: Vec<SocketAddr>,
+    preloaded: bool,
+}
+
+fn meets_slo(r: &RunResult, slo: Duration) -> bool {
+    r.wrong == 0
+        && r.unfinished == 0
+        && (r.io_errors as f64) <= 0.001 * r.ok as f64
+        && r.achieved >= 0.95 * r.offered
+        && r.p99_ms <= slo.as_secs_f64() * 1000.0
+}
+
+fn print_header() {
+    println!(
+        "{:<10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6}",
+        "system", "offered/s", "ok/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "wrong", "unfin"
+    );
+}
+
+fn print_row(name: &str, r: &RunResult) {
+    println!(
+        "{:<10} {:>10.0} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.1} {:>7} {:>6} {:>6}",
+        name, r.offered, r.achieved, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms, r.io_errors, r.wrong, r.unfinished
+    );
+}
+
+struct Bench {
+    args: Args,
+}
+
+impl Bench {
+    fn spec(&self, addrs: &[SocketAddr], rate: f64) -> RunSpec {
+        RunSpec {
+            addrs: addrs.to_vec(),
+            rate,
+            duration: self.args.duration,
+            warmup: self.args.warmup,
+            connections: self.args.connections,
+            timeout: self.args.timeout,
+        }
+    }
+
+    fn generator(&self, salt: u64) -> Generator {
+        let a = &self.args;
+        Generator::new(a.seed.wrapping_mul(1_000_003).wrapping_add(salt), a.workload, a.distribution, a.keys, a.key_size, a.value_size)
+    }
+
+    async fn ensure_preloaded(&self, sys: &mut System) -> Result<()> {
+        if sys.preloaded || self.args.no_preload {
+            sys.preloaded = true;
+            return Ok(());
+        }
+        let t = std::time::Instant::now();
+        let mut g = self.generator(0);
+        runner::preload(&self.spec(&sys.addrs, 0.0), &mut g).await.with_context(|| format!("preloading {}", sys.name))?;
+        eprintln!("{}: preloaded {} keys in {:.1}s", sys.name, self.args.keys, t.elapsed().as_secs_f64());
+        sys.preloaded = true;
+        Ok(())
+    }
+
+    async fn one(&self, sys: &mut System, rate: f64, salt: u64) -> Result<RunResult> {
+        self.ensure_preloaded(sys).await?;
+        let r = runner::run(&self.spec(&sys.addrs, rate), self.generator(salt), true).await;
+        print_row(sys.name, &r);
+        if let Some(w) = &r.first_wrong {
+            eprintln!("{}: WRONG ANSWER: {w}", sys.name);
+        }
+        if let Some(path) = &self.args.out {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+            let mut v = serde_json::to_value(&r)?;
+            v["system"] = sys.name.into();
+            v["workload"] = format!("{:?}", self.args.workload).into();
+            writeln!(f, "{v}")?;
+        }
+        Ok(r)
+    }
+
+    /// Doubles the rate while the SLO holds, then bisects (5 steps).
+    async fn find_max(&self, sys: &mut System) -> Result<Option<RunResult>> {
+        let mut lo: Option<RunResult> = None;
+        let mut rate = self.args.rate;
+        let mut hi = None;
+        let mut salt = 1;
+        while rate <= self.args.max_rate {
+            let r = self.one(sys, rate, salt).await?;
+            salt += 1;
+            if meets_slo(&r, self.args.slo_p99) {
+                lo = Some(r);
+                rate *= 2.0;
+            } else {
+                hi = Some(rate);
+                break;
+            }
+        }
+        if let Some(mut h) = hi {
+            for _ in 0..5 {
+                let l = lo.as_ref().map_or(0.0, |r| r.offered);
+                let mid = (l + h) / 2.0;
+                if h - l < 0.03 * h {
+                    break;
+                }
+                let r = self.one(sys, mid, salt).await?;
+                salt += 1;
+                if meets_slo(&r, self.args.slo_p99) {
+                    lo = Some(r);
+                } else {
+                    h = mid;
+                }
+            }
+        }
+        Ok(lo)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let mut systems = Vec::new();
+    if let Some(c) = &args.config {
+        systems.push(System { name: "stutter", addrs: stutter_addrs(c)?, preloaded: false });
+    }
+    if !args.replicant.is_empty() {
+        systems.push(System { name: "replicant", addrs: resolve(&args.replicant)?, preloaded: false });
+    }
+    if systems.is_empty() {
+        bail!("nothing to measure: give --config (stutter) and/or --replicant");
+    }
+    let bench = Bench { args };
+    print_header();
+    let mut best = Vec::new();
+    let mut failed = false;
+    for sys in systems.iter_mut() {
+        if bench.args.find_max {
+            let r = bench.find_max(sys).await?;
+            match &r {
+                Some(r) => println!(
+                    "{}: max throughput at p99 ≤ {:?}: {:.0} ops/s (offered {:.0}, p99 {:.2} ms)",
+                    sys.name, bench.args.slo_p99, r.achieved, r.offered, r.p99_ms
+                ),
+                None => println!("{}: even {:.0} ops/s misses the SLO", sys.name, bench.args.rate),
+            }
+            best.push((sys.name, r.map(|r| r.achieved)));
+        } else {
+            let r = bench.one(sys, bench.args.rate, 1).await?;
+            failed |= r.wrong > 0;
+            best.push((sys.name, Some(r.achieved)));
+        }
+    }
+    if let [(a, Some(x)), (b, Some(y))] = best.as_slice() {
+        if *y > 0.0 {
+            println!("ratio {a}/{b}: {:.2}", x / y);
+        }
+    }
+    if failed {
+        bail!("wrong answers: the measured system returned values the benchmark never wrote for that key");
+    }
+    Ok(())
+}
