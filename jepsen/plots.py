@@ -74,7 +74,20 @@ def make(outdir):
         if heal:
             ax.axvline((heal - t0) / 1e9, color="k", ls="--", lw=0.8, label="final heal")
 
-    fig, ax = plt.subplots(figsize=(12, 5))
+    def strip(ax):
+        """One row per nemesis kind, its intervals as bars."""
+        kinds = sorted({k for k, *_ in ivs})
+        for row, kind in enumerate(kinds):
+            bars = [((a - t0) / 1e9, (b - a) / 1e9) for k, a, b, _ in ivs if k == kind]
+            ax.broken_barh(bars, (row - 0.4, 0.8), color=COLORS.get(kind, "#999999"))
+        ax.set_yticks(range(len(kinds)))
+        ax.set_yticklabels(kinds, fontsize=8)
+        ax.set_ylim(-0.6, max(len(kinds), 1) - 0.4)
+        if heal:
+            ax.axvline((heal - t0) / 1e9, color="k", ls="--", lw=0.8)
+        ax.set_xlabel("time since start (s)")
+
+    fig, (ax, sx) = plt.subplots(2, 1, figsize=(12, 6), sharex=True, gridspec_kw={"height_ratios": [5, 1]})
     shade(ax)
     marks = {"ok": ("o", "#2b7a0b"), "fail": ("x", "#cc0000"), "info": ("^", "#e69138")}
     for typ, (m, col) in marks.items():
@@ -82,7 +95,7 @@ def make(outdir):
         if pts:
             ax.scatter([p[0] for p in pts], [max(p[1], 0.01) for p in pts], s=6, marker=m, c=col, label=f":{typ} ({len(pts)})")
     ax.set_yscale("log")
-    ax.set_xlabel("time since start (s)")
+    strip(sx)
     ax.set_ylabel("latency (ms)")
     ax.set_title(f"Latency — {os.path.basename(outdir)}")
     ax.set_xlim(0, end + 1)
@@ -91,7 +104,7 @@ def make(outdir):
     fig.savefig(os.path.join(outdir, "latency.png"), dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(12, 4))
+    fig, (ax, sx) = plt.subplots(2, 1, figsize=(12, 5), sharex=True, gridspec_kw={"height_ratios": [4, 1]})
     shade(ax)
     width = 0.5
     nb = int(end / width) + 2
@@ -108,7 +121,7 @@ def make(outdir):
              label="availability (ok fraction)")
     ax2.set_ylim(0, 1.05)
     ax2.set_ylabel("ok fraction")
-    ax.set_xlabel("time since start (s)")
+    strip(sx)
     ax.set_ylabel("completions per second")
     ax.set_title("Availability")
     ax.set_xlim(0, end + 1)
