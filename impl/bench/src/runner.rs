@@ -47,11 +47,21 @@ pub struct RunResult {
     pub first_wrong: Option<String>,
 }
 
+/// Latencies from 1 µs to 10 minutes, 3 significant digits.
+fn new_histogram() -> Histogram<u64> {
+    match Histogram::<u64>::new_with_bounds(1, 600_000_000, 3) {
+        Ok(h) => h,
+        Err(_) => unreachable!("constant histogram bounds are valid"),
+    }
+}
+
 const CDF_QUANTILES: [f64; 15] =
     [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99995, 0.99999, 1.0];
 
 struct Shared {
     hist: Histogram<u64>,
+    /// When the last measured operation completed.
+    last_done: Option<Instant>,
     ok: u64,
     io_errors: u64,
     redirects: u64,
@@ -139,7 +149,8 @@ pub async fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResu
         let mut conn = TextConn::new(spec.addrs.clone(), c, spec.timeout);
         workers.push(tokio::spawn(async move {
             let mut s = Shared {
-                hist: Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).unwrap_or_else(|_| Histogram::new(3).unwrap()),
+                hist: new_histogram(),
+                last_done: None,
                 ok: 0,
                 io_errors: 0,
                 redirects: 0,
@@ -158,6 +169,7 @@ pub async fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResu
                         Ok(()) => {
                             if measured {
                                 s.ok += 1;
+                                s.last_done = Some(s.last_done.map_or(done, |t| t.max(done)));
                                 let us = done.saturating_duration_since(intended).as_micros() as u64;
                                 let _ = s.hist.record(us.max(1));
                             }
@@ -206,7 +218,8 @@ pub async fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResu
     tx.close();
 
     let mut total = Shared {
-        hist: Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).unwrap_or_else(|_| Histogram::new(3).unwrap()),
+        hist: new_histogram(),
+        last_done: None,
         ok: 0,
         io_errors: 0,
         redirects: 0,
@@ -217,6 +230,7 @@ pub async fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResu
         if let Ok(s) = w.await {
             let _ = total.hist.add(&s.hist);
             total.ok += s.ok;
+            total.last_done = total.last_done.max(s.last_done);
             total.io_errors += s.io_errors;
             total.redirects += s.redirects;
             total.wrong += s.wrong;
@@ -225,7 +239,10 @@ pub async fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResu
             }
         }
     }
-    let secs = spec.duration.as_secs_f64();
+    // Throughput over the time it took to complete the measured schedule: a
+    // system that falls behind finishes late and is charged for it.
+    let finished = total.last_done.map_or(end, |t| t.max(end));
+    let secs = finished.saturating_duration_since(measure_from).as_secs_f64().max(1e-9);
     let ms = |q: f64| total.hist.value_at_quantile(q) as f64 / 1000.0;
     let unfinished = scheduled_measured.saturating_sub(total.ok + total.io_errors);
     RunResult {
