@@ -1,0 +1,46 @@
+//! `replica --config FILE --id N [--data-dir DIR] [--trace FILE]`
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Parser;
+use stutter_node::config::ClusterConfig;
+use stutter_node::node::{self, NodeOptions};
+
+#[derive(Parser, Debug)]
+#[command(about = "One stutter replica: MultiPaxos over TCP with a write-ahead log")]
+struct Args {
+    #[arg(long)]
+    config: PathBuf,
+    #[arg(long)]
+    id: u8,
+    /// Where the write-ahead log lives (default ./data-<id>).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Write every protocol step as one JSON line (docs/trace-format.md).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Log filter (tracing EnvFilter syntax); RUST_LOG overrides it.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    /// UNSAFE: acknowledge without fsync. For negative-control experiments only.
+    #[arg(long, hide = true)]
+    unsafe_no_fsync: bool,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let config = ClusterConfig::load(&args.config)?;
+    let data_dir = args.data_dir.unwrap_or_else(|| PathBuf::from(format!("data-{}", args.id)));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(node::run(NodeOptions {
+        config,
+        id: args.id,
+        data_dir,
+        trace: args.trace,
+        unsafe_no_fsync: args.unsafe_no_fsync,
+    }))
+}

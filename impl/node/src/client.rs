@@ -1,0 +1,170 @@
+//! An async client of stutter's framed protocol. Each request carries this
+//! client's id and an increasing sequence number, so that retrying it after
+//! a timeout or a leader change is safe: the cluster executes it at most
+//! once and answers a retry with the original reply.
+
+use std::time::Duration;
+
+use stutter_core::{ClientId, Op, Reply, Seq};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::config::resolve;
+use crate::wire::{self, ClientRequest, ClientResponse, StatusInfo};
+
+#[derive(Debug)]
+pub enum ClientError {
+    /// No answer before the deadline: the request may or may not take effect.
+    Timeout,
+    /// A definite rejection: the request did not and will not take effect.
+    Rejected(Reply),
+    /// The server could not parse the request.
+    Protocol(String),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Timeout => write!(f, "no answer before the deadline (outcome unknown)"),
+            ClientError::Rejected(r) => write!(f, "rejected: {r:?}"),
+            ClientError::Protocol(e) => write!(f, "protocol error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+type Conn = (BufReader<OwnedReadHalf>, OwnedWriteHalf);
+
+pub struct Client {
+    addrs: Vec<String>,
+    current: usize,
+    conn: Option<Conn>,
+    id: ClientId,
+    seq: Seq,
+    /// Per attempt on one replica.
+    attempt_timeout: Duration,
+    /// For the whole call, retries included.
+    deadline: Duration,
+}
+
+/// A client id unlikely to collide with another process's.
+pub fn fresh_client_id() -> ClientId {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    (t ^ ((std::process::id() as u64) << 40)) & 0x0000_ffff_ffff_ffff
+}
+
+async fn connect(addr: &str, timeout: Duration) -> std::io::Result<Conn> {
+    let a = resolve(addr).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    let s = tokio::time::timeout(timeout, TcpStream::connect(a))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+    s.set_nodelay(true)?;
+    let (r, w) = s.into_split();
+    Ok((BufReader::new(r), w))
+}
+
+async fn round_trip(conn: &mut Conn, req: &ClientRequest, timeout: Duration) -> std::io::Result<ClientResponse> {
+    let io = async {
+        conn.1.write_all(&wire::encode(req)?).await?;
+        match wire::read_frame(&mut conn.0, wire::MAX_PEER_FRAME).await? {
+            Some(body) => wire::decode::<ClientResponse>(&body),
+            None => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")),
+        }
+    };
+    tokio::time::timeout(timeout, io)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply"))?
+}
+
+impl Client {
+    pub fn new(addrs: Vec<String>, id: ClientId) -> Client {
+        Client {
+            addrs,
+            current: 0,
+            conn: None,
+            id,
+            seq: 0,
+            attempt_timeout: Duration::from_secs(1),
+            deadline: Duration::from_secs(10),
+        }
+    }
+
+    pub fn with_timeouts(mut self, attempt: Duration, deadline: Duration) -> Client {
+        self.attempt_timeout = attempt;
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn id(&self) -> ClientId {
+        self.id
+    }
+
+    fn move_to(&mut self, addr: Option<&str>) {
+        self.conn = None;
+        match addr.and_then(|a| self.addrs.iter().position(|x| x == a)) {
+            Some(i) => self.current = i,
+            None => self.current = (self.current + 1) % self.addrs.len().max(1),
+        }
+    }
+
+    /// Executes `op`, following redirects and retrying the same
+    /// `(client, seq)` on failures until the deadline.
+    pub async fn call(&mut self, op: Op) -> Result<Reply, ClientError> {
+        self.seq += 1;
+        let req = ClientRequest::Op { client: self.id, seq: self.seq, op };
+        let give_up = Instant::now() + self.deadline;
+        let mut pause = Duration::from_millis(5);
+        while Instant::now() < give_up {
+            if self.conn.is_none() {
+                let addr = self.addrs[self.current % self.addrs.len().max(1)].clone();
+                match connect(&addr, self.attempt_timeout).await {
+                    Ok(c) => self.conn = Some(c),
+                    Err(_) => {
+                        self.move_to(None);
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(200));
+                        continue;
+                    }
+                }
+            }
+            let Some(conn) = self.conn.as_mut() else { continue };
+            match round_trip(conn, &req, self.attempt_timeout).await {
+                Ok(ClientResponse::Reply { reply: Reply::Busy, .. }) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Ok(ClientResponse::Reply { reply: Reply::Stale, .. }) => return Err(ClientError::Rejected(Reply::Stale)),
+                Ok(ClientResponse::Reply { reply: Reply::Redirect { .. }, .. }) => {
+                    self.move_to(None);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Ok(ClientResponse::Reply { reply, .. }) => return Ok(reply),
+                Ok(ClientResponse::Redirect { addr, .. }) => {
+                    let known = addr.is_some();
+                    self.move_to(addr.as_deref());
+                    if !known {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(200));
+                    }
+                }
+                Ok(ClientResponse::Error(e)) => return Err(ClientError::Protocol(e)),
+                Ok(other) => return Err(ClientError::Protocol(format!("unexpected response {other:?}"))),
+                Err(_) => self.move_to(None),
+            }
+        }
+        Err(ClientError::Timeout)
+    }
+}
+
+/// Asks one replica for its status.
+pub async fn status(addr: &str, timeout: Duration) -> std::io::Result<StatusInfo> {
+    let mut conn = connect(addr, timeout).await?;
+    match round_trip(&mut conn, &ClientRequest::Status, timeout).await? {
+        ClientResponse::Status(s) => Ok(s),
+        other => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("unexpected {other:?}"))),
+    }
+}

@@ -1,0 +1,156 @@
+//! The cluster configuration file (TOML).
+//!
+//! ```toml
+//! [[replica]]
+//! id = 0
+//! peer_addr = "127.0.0.1:7101"
+//! client_addr = "127.0.0.1:7201"
+//! # ... one [[replica]] per member, ids 0..n
+//!
+//! [protocol]              # optional; times in milliseconds
+//! heartbeat_ms = 50
+//! election_timeout_ms = 300
+//! election_jitter_ms = 300
+//! window = 16
+//! max_batch = 256
+//! ```
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use stutter_core::ReplicaId;
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct ReplicaAddr {
+    pub id: ReplicaId,
+    pub peer_addr: String,
+    pub client_addr: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Protocol {
+    pub heartbeat_ms: Option<u64>,
+    pub election_timeout_ms: Option<u64>,
+    pub election_jitter_ms: Option<u64>,
+    pub window: Option<usize>,
+    pub max_batch: Option<usize>,
+    pub max_pending: Option<usize>,
+    pub trim_every: Option<u64>,
+    pub trim_grace_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct ClusterConfig {
+    pub replica: Vec<ReplicaAddr>,
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+impl ClusterConfig {
+    pub fn load(path: &Path) -> Result<ClusterConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let cfg: ClusterConfig = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.replica.is_empty() {
+            bail!("the config lists no [[replica]]");
+        }
+        for (i, r) in self.replica.iter().enumerate() {
+            if r.id as usize != i {
+                bail!("replica ids must be 0..n in order; entry {i} has id {}", r.id);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn n(&self) -> usize {
+        self.replica.len()
+    }
+
+    pub fn get(&self, id: ReplicaId) -> Option<&ReplicaAddr> {
+        self.replica.get(id as usize)
+    }
+
+    pub fn client_addrs(&self) -> Vec<String> {
+        self.replica.iter().map(|r| r.client_addr.clone()).collect()
+    }
+
+    /// The core's parameters: defaults overridden by `[protocol]`.
+    pub fn core_config(&self) -> stutter_core::Config {
+        let d = stutter_core::Config::default();
+        let p = &self.protocol;
+        let ms = |v: Option<u64>, default: u64| v.map_or(default, |m| m * 1000);
+        stutter_core::Config {
+            n: self.n(),
+            heartbeat_interval: ms(p.heartbeat_ms, d.heartbeat_interval),
+            election_timeout: ms(p.election_timeout_ms, d.election_timeout),
+            election_jitter: ms(p.election_jitter_ms, d.election_jitter),
+            window: p.window.unwrap_or(d.window),
+            max_batch: p.max_batch.unwrap_or(d.max_batch),
+            max_pending: p.max_pending.unwrap_or(d.max_pending),
+            trim_every: p.trim_every.unwrap_or(d.trim_every),
+            trim_grace: ms(p.trim_grace_ms, d.trim_grace),
+            ..d
+        }
+    }
+}
+
+/// Resolves `host:port` (first address).
+pub fn resolve(addr: &str) -> Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    addr.to_socket_addrs()
+        .with_context(|| format!("bad address {addr}"))?
+        .next()
+        .with_context(|| format!("{addr} resolves to no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_maps_protocol_parameters() {
+        let cfg: ClusterConfig = toml::from_str(
+            r#"
+            [[replica]]
+            id = 0
+            peer_addr = "127.0.0.1:1"
+            client_addr = "127.0.0.1:2"
+            [[replica]]
+            id = 1
+            peer_addr = "127.0.0.1:3"
+            client_addr = "127.0.0.1:4"
+            [protocol]
+            heartbeat_ms = 20
+            window = 4
+            "#,
+        )
+        .unwrap();
+        cfg.validate().unwrap();
+        let c = cfg.core_config();
+        assert_eq!(c.n, 2);
+        assert_eq!(c.heartbeat_interval, 20_000);
+        assert_eq!(c.window, 4);
+        assert_eq!(c.election_timeout, stutter_core::Config::default().election_timeout);
+    }
+
+    #[test]
+    fn rejects_ids_out_of_order() {
+        let cfg: ClusterConfig = toml::from_str(
+            r#"
+            [[replica]]
+            id = 1
+            peer_addr = "a:1"
+            client_addr = "a:2"
+            "#,
+        )
+        .unwrap();
+        assert!(cfg.validate().is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! The real stutter replica (a tokio driver of `stutter-core`), its wire
+//! protocols, write-ahead log and client library.
+
+pub mod client;
+pub mod config;
+pub mod node;
+pub mod text;
+pub mod wal;
+pub mod wire;
