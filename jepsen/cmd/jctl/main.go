@@ -38,7 +38,9 @@ func main() {
 				line, err = c.Do("status", time.Now().Add(*timeout))
 				c.Close()
 				if err == nil {
-					if jerr := json.Unmarshal([]byte(line), &m); jerr != nil {
+					dec := json.NewDecoder(strings.NewReader(line))
+					dec.UseNumber() // the digest is a u64
+					if jerr := dec.Decode(&m); jerr != nil {
 						m = map[string]any{"error": "bad status: " + line}
 					}
 				}

@@ -146,11 +146,11 @@ func TestRecoveryAndAgreement(t *testing.T) {
 	if r := Recovery(pairs, int64(9*time.Second), 2*time.Second); r.Valid {
 		t.Fatalf("%+v", r)
 	}
-	ok := []Status{{Node: "n1", LastExecuted: 5, ExecutedDigest: "x"}, {Node: "n2", LastExecuted: 5, ExecutedDigest: "x"}}
+	ok := []Status{{Node: "n1", LastExecuted: 5, Digest: "1"}, {Node: "n2", LastExecuted: 5, Digest: "1"}}
 	if r := LogAgreement(ok); !r.Valid {
 		t.Fatalf("%+v", r)
 	}
-	bad := []Status{{Node: "n1", LastExecuted: 5, ExecutedDigest: "x"}, {Node: "n2", LastExecuted: 5, ExecutedDigest: "y"}}
+	bad := []Status{{Node: "n1", LastExecuted: 5, Digest: "1"}, {Node: "n2", LastExecuted: 5, Digest: "2"}}
 	if r := LogAgreement(bad); r.Valid {
 		t.Fatalf("%+v", r)
 	}

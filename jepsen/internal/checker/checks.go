@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -134,13 +135,13 @@ func Recovery(pairs []Pair, healed int64, bound time.Duration) Result {
 
 // Status is what a replica's `status` reports (fields used here).
 type Status struct {
-	Node           string `json:"node"`
-	ID             int    `json:"id"`
-	Role           string `json:"role"`
-	Ballot         uint64 `json:"ballot"`
-	LastExecuted   uint64 `json:"last_executed"`
-	ExecutedDigest string `json:"executed_digest"`
-	Error          string `json:"error,omitempty"`
+	Node         string      `json:"node"`
+	ID           int         `json:"id"`
+	Role         string      `json:"role"`
+	Ballot       uint64      `json:"ballot"`
+	LastExecuted uint64      `json:"last_executed"`
+	Digest       json.Number `json:"digest"` // the replica's executed_digest()
+	Error        string      `json:"error,omitempty"`
 }
 
 // LogAgreement compares the replicas' executed digests: replicas that
@@ -155,14 +156,14 @@ func LogAgreement(sts []Status) Result {
 			errs = append(errs, fmt.Sprintf("%s: no status: %s", s.Node, s.Error))
 			continue
 		}
-		if s.ExecutedDigest == "" {
-			errs = append(errs, fmt.Sprintf("%s: status has no executed_digest", s.Node))
+		if s.Digest == "" {
+			errs = append(errs, fmt.Sprintf("%s: status has no digest", s.Node))
 			continue
 		}
 		if byLE[s.LastExecuted] == nil {
 			byLE[s.LastExecuted] = map[string][]string{}
 		}
-		byLE[s.LastExecuted][s.ExecutedDigest] = append(byLE[s.LastExecuted][s.ExecutedDigest], s.Node)
+		byLE[s.LastExecuted][string(s.Digest)] = append(byLE[s.LastExecuted][string(s.Digest)], s.Node)
 		if s.LastExecuted > maxLE {
 			maxLE = s.LastExecuted
 		}
