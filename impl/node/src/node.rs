@@ -29,6 +29,9 @@ pub struct NodeOptions {
     /// Skip fsync: acknowledges writes that a crash can lose. Negative
     /// controls only.
     pub unsafe_no_fsync: bool,
+    /// Answer `get` from the local state on any replica, without the log:
+    /// stale reads. Negative controls only (jepsen/run --unsafe local-reads).
+    pub unsafe_local_reads: bool,
 }
 
 /// Where the replies to one client connection go.
@@ -99,6 +102,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         routes: HashMap::new(),
         trace,
         cfg,
+        unsafe_local_reads: opts.unsafe_local_reads,
     };
     lp.run(rx).await
 }
@@ -136,6 +140,7 @@ struct Loop {
     routes: HashMap<(ClientId, Seq), ConnTx>,
     trace: Option<std::io::BufWriter<std::fs::File>>,
     cfg: ClusterConfig,
+    unsafe_local_reads: bool,
 }
 
 impl Loop {
@@ -194,6 +199,14 @@ impl Loop {
         match ev {
             Event::Peer { from, msg } => self.replica.handle(now, Input::Message { from, msg }, out),
             Event::Client { conn, req } => {
+                if self.unsafe_local_reads {
+                    if let stutter_core::Op::Get { key } = &req.op {
+                        let value = self.replica.state_machine().kv.get(key).cloned();
+                        let reply = Reply::Value(value);
+                        let _ = conn.send(ClientResponse::Reply { client: req.client, seq: req.seq, reply });
+                        return Ok(());
+                    }
+                }
                 self.routes.insert((req.client, req.seq), conn);
                 self.replica.handle(now, Input::Request(req), out);
             }

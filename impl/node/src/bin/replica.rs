@@ -26,6 +26,10 @@ struct Args {
     /// UNSAFE: acknowledge without fsync. For negative-control experiments only.
     #[arg(long, hide = true)]
     unsafe_no_fsync: bool,
+    /// UNSAFE: answer `get` from local state on any replica (stale reads).
+    /// For negative-control experiments only.
+    #[arg(long, hide = true)]
+    unsafe_local_reads: bool,
 }
 
 fn main() -> Result<()> {
@@ -42,5 +46,6 @@ fn main() -> Result<()> {
         data_dir,
         trace: args.trace,
         unsafe_no_fsync: args.unsafe_no_fsync,
+        unsafe_local_reads: args.unsafe_local_reads,
     }))
 }
