@@ -1,0 +1,192 @@
+//! The checkers run on every simulated run: per-slot agreement, identical
+//! executed prefixes, ballot monotonicity (across restarts too),
+//! linearizability of the client history (white-box: by execution order),
+//! no lost acknowledged write, final states equal, and liveness.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use stutter_core::{Ballot, ClientId, Replica, ReplicaId, Request, Seq, Slot, Snapshot};
+
+use crate::history::{HistOp, Outcome, F};
+use crate::trace_value::Ids;
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Violation {
+    pub check: &'static str,
+    pub detail: String,
+}
+
+pub struct Checker {
+    max_ballot: Vec<Ballot>,
+    /// last_executed ↦ digest, from the first replica to get there.
+    digests: BTreeMap<Slot, (ReplicaId, u64)>,
+    /// slot ↦ the requests executed there (`None` = no-op).
+    slots: BTreeMap<Slot, (ReplicaId, Ids)>,
+    violations: Vec<Violation>,
+}
+
+/// Keeps runs with a violation from producing megabytes of messages.
+const MAX_VIOLATIONS: usize = 20;
+
+impl Checker {
+    pub fn new(n: usize) -> Checker {
+        Checker { max_ballot: vec![0; n], digests: BTreeMap::new(), slots: BTreeMap::new(), violations: Vec::new() }
+    }
+
+    fn violation(&mut self, check: &'static str, detail: String) {
+        if self.violations.len() < MAX_VIOLATIONS {
+            self.violations.push(Violation { check, detail });
+        }
+    }
+
+    pub fn after_step(&mut self, r: ReplicaId, rep: &Replica) {
+        let b = rep.ballot();
+        if b < self.max_ballot[r as usize] {
+            self.violation("ballot-monotonic", format!("replica {r}: ballot {} after {}", b, self.max_ballot[r as usize]));
+        }
+        self.max_ballot[r as usize] = self.max_ballot[r as usize].max(b);
+        let le = rep.last_executed();
+        let d = rep.executed_digest();
+        match self.digests.get(&le) {
+            None => {
+                self.digests.insert(le, (r, d));
+            }
+            Some((other, d0)) if *d0 != d => {
+                let other = *other;
+                self.violation("executed-prefix", format!("replicas {r} and {other} executed different prefixes up to slot {le}"));
+            }
+            _ => {}
+        }
+    }
+
+    /// A crash may lose a ballot that was never made durable (and so never
+    /// shown to anyone): monotonicity is then judged against the durable one.
+    pub fn crashed(&mut self, r: ReplicaId, durable_ballot: Ballot) {
+        self.max_ballot[r as usize] = durable_ballot;
+    }
+
+    pub fn executed(&mut self, r: ReplicaId, slot: Slot, value: Ids) {
+        match self.slots.get(&slot) {
+            None => {
+                self.slots.insert(slot, (r, value));
+            }
+            Some((other, v)) if *v != value => {
+                let d = format!("slot {slot}: replica {r} executed {value:?}, replica {other} executed {v:?}");
+                self.violation("slot-agreement", d);
+            }
+            _ => {}
+        }
+    }
+
+    pub fn finish(
+        mut self,
+        history: &[HistOp],
+        requests: &BTreeMap<(ClientId, Seq), Request>,
+        finals: &[(ReplicaId, Slot, u64)],
+        states: &[(ReplicaId, Slot, BTreeMap<Bytes, Bytes>)],
+    ) -> Vec<Violation> {
+        // Replay the executed log on a model: where each request took
+        // effect, and what it returned.
+        let mut model = Snapshot::default();
+        let mut position: BTreeMap<(ClientId, Seq), (usize, stutter_core::Reply)> = BTreeMap::new();
+        let mut pos = 0usize;
+        let mut expected_slot = 1;
+        let mut complete_log = true;
+        let slots = std::mem::take(&mut self.slots);
+        for (slot, (_, ids)) in &slots {
+            if *slot != expected_slot {
+                complete_log = false;
+                break;
+            }
+            expected_slot += 1;
+            for id in ids.iter().flatten() {
+                let Some(req) = requests.get(id) else {
+                    self.violation("linearizability", format!("slot {slot} executed unknown request {id:?}"));
+                    continue;
+                };
+                if let stutter_core::Outcome::Applied(reply) = model.execute(req) {
+                    position.insert(*id, (pos, reply));
+                    pos += 1;
+                }
+            }
+        }
+        if !complete_log {
+            self.violation("observability", format!("executed log has a gap before slot {expected_slot}"));
+        }
+
+        // Every acknowledged operation took effect exactly where its reply says.
+        let mut order: Vec<(usize, u64, Option<u64>)> = Vec::new();
+        for op in history {
+            let key = (op.client, op.seq);
+            match (&op.outcome, position.get(&key)) {
+                (Outcome::Ok { value, cas_ok }, Some((p, reply))) => {
+                    let consistent = match (op.f, reply) {
+                        (F::Read, stutter_core::Reply::Value(v)) => {
+                            let got = v.as_ref().and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0);
+                            got == *value
+                        }
+                        (F::Write, stutter_core::Reply::Done) => true,
+                        (F::Cas, stutter_core::Reply::Cas { ok, .. }) => ok == cas_ok,
+                        _ => false,
+                    };
+                    if !consistent {
+                        self.violation(
+                            "linearizability",
+                            format!("client {} seq {} ({:?} k{}) answered {:?} but took effect as {reply:?}", op.client, op.seq, op.f, op.key, op.outcome),
+                        );
+                    }
+                    order.push((*p, op.invoke, op.complete));
+                }
+                (Outcome::Ok { .. }, None) => {
+                    let what = if op.f == F::Write { "lost-write" } else { "linearizability" };
+                    self.violation(what, format!("client {} seq {} ({:?} k{}) acknowledged but never executed", op.client, op.seq, op.f, op.key));
+                }
+                (Outcome::Fail(_), Some(_)) => {
+                    self.violation("linearizability", format!("client {} seq {} failed but was executed", op.client, op.seq));
+                }
+                (Outcome::Pending, Some((p, _))) => order.push((*p, op.invoke, None)),
+                _ => {}
+            }
+        }
+        // Real-time order: an operation that completed before another was
+        // invoked must take effect before it.
+        order.sort();
+        let mut max_invoke = 0;
+        let mut worst: Option<(usize, u64, u64)> = None;
+        for (p, invoke, complete) in &order {
+            if let Some(c) = complete {
+                if *c < max_invoke && worst.is_none() {
+                    worst = Some((*p, *c, max_invoke));
+                }
+            }
+            max_invoke = max_invoke.max(*invoke);
+        }
+        if let Some((p, c, inv)) = worst {
+            self.violation("linearizability", format!("operation at position {p} completed at {c} µs, before an operation ordered earlier was invoked at {inv} µs"));
+        }
+
+        // Liveness: everything issued completed once the faults healed.
+        let pending = history.iter().filter(|o| o.outcome == Outcome::Pending).count();
+        if pending > 0 {
+            let first = history.iter().find(|o| o.outcome == Outcome::Pending).map(|o| (o.client, o.seq, o.invoke));
+            self.violation("liveness", format!("{pending} operations still pending after the faults healed, e.g. {first:?}"));
+        }
+
+        // All replicas converge to the same executed state, equal to the model's.
+        let top = finals.iter().map(|f| f.1).max().unwrap_or(0);
+        for (r, le, _) in finals {
+            if *le != top {
+                self.violation("convergence", format!("replica {r} executed up to {le}, others up to {top}"));
+            }
+        }
+        if complete_log && top as usize == slots.len() {
+            for (r, le, kv) in states {
+                if *le == top && *kv != model.kv {
+                    self.violation("final-state", format!("replica {r}: key-value state differs from the replayed log"));
+                }
+            }
+        }
+        self.violations
+    }
+}

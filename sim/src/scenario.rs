@@ -1,0 +1,327 @@
+//! What a run simulates: cluster and network parameters, the workload, and
+//! an explicit fault schedule. Named scenarios are presets; `swarm` derives a
+//! scenario from each seed. Times are virtual microseconds.
+
+use serde::{Deserialize, Serialize};
+use stutter_core::{Bug, ReplicaId, Time};
+
+use crate::rng::Rng;
+
+pub const MS: Time = 1_000;
+pub const SEC: Time = 1_000_000;
+
+/// How often replicas stop the world, and for how long.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PauseProfile {
+    pub name: String,
+    /// Mean time between pauses of one replica (exponential).
+    pub mean_interval: Time,
+    pub min_pause: Time,
+    pub max_pause: Time,
+    /// Chance that a pause is a long one (`long_min..=long_max`).
+    pub long_chance: f64,
+    pub long_min: Time,
+    pub long_max: Time,
+    /// Pauses hit all replicas at about the same time (they execute the same
+    /// commands, so their heaps grow together).
+    pub correlated: bool,
+}
+
+impl PauseProfile {
+    pub fn preset(name: &str) -> Option<PauseProfile> {
+        let p = |mean_interval, min_pause, max_pause, long_chance, long_min, long_max| PauseProfile {
+            name: name.to_string(),
+            mean_interval,
+            min_pause,
+            max_pause,
+            long_chance,
+            long_min,
+            long_max,
+            correlated: false,
+        };
+        Some(match name {
+            "none" => p(0, 0, 0, 0.0, 0, 0),
+            // Young-generation collections: a few ms every few hundred ms.
+            "frequent-short" => p(300 * MS, 2 * MS, 8 * MS, 0.0, 0, 0),
+            // Full collections of a large heap: rare, hundreds of ms to seconds.
+            "rare-long" => p(3 * SEC, 200 * MS, 1_500 * MS, 0.0, 0, 0),
+            // Both, worse: short pauses more often and some long ones.
+            "memory-pressure" => p(150 * MS, 5 * MS, 30 * MS, 0.05, 300 * MS, 2 * SEC),
+            "correlated" => PauseProfile { correlated: true, ..p(400 * MS, 5 * MS, 20 * MS, 0.05, 200 * MS, SEC) },
+            _ => return None,
+        })
+    }
+
+    pub fn names() -> [&'static str; 5] {
+        ["none", "frequent-short", "rare-long", "memory-pressure", "correlated"]
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fault {
+    /// Stop-the-world pause of a replica.
+    Pause { replica: ReplicaId, duration: Time },
+    /// Crash (losing unsynced writes), restart after `down_for`.
+    Crash { replica: ReplicaId, down_for: Time },
+    /// Cut both directions between `a` and the others, or only `a`'s
+    /// outgoing links when `one_way`.
+    Isolate { replica: ReplicaId, one_way: bool, duration: Time },
+    /// Cut the link between two replicas only (non-transitive partition).
+    CutLink { a: ReplicaId, b: ReplicaId, duration: Time },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub clients: usize,
+    /// Offered load, operations per virtual second (open loop).
+    pub rate: f64,
+    pub read_fraction: f64,
+    pub cas_fraction: f64,
+    pub keys: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    pub name: String,
+    pub n: usize,
+    pub duration: Time,
+    /// Faults happen in `[fault_start, fault_end)`; then a quiet period
+    /// during which every request must complete (liveness).
+    pub fault_start: Time,
+    pub fault_end: Time,
+    pub net_delay_min: Time,
+    pub net_delay_mean_extra: f64,
+    pub loss: f64,
+    pub duplication: f64,
+    pub disk_min: Time,
+    pub disk_max: Time,
+    pub pauses: PauseProfile,
+    pub crash_rate: f64,
+    pub partition_rate: f64,
+    pub workload: Workload,
+    pub client_timeout: Time,
+    pub liveness_bound: Time,
+    pub bug: Option<Bug>,
+    pub trim_every: u64,
+    /// Explicit faults, in addition to (or, for shrinking, instead of) the
+    /// ones drawn from the rates above.
+    pub schedule: Vec<(Time, Fault)>,
+}
+
+impl Scenario {
+    pub fn base(name: &str) -> Scenario {
+        Scenario {
+            name: name.to_string(),
+            n: 3,
+            duration: 10 * SEC,
+            fault_start: SEC,
+            fault_end: 7 * SEC,
+            net_delay_min: 100,
+            net_delay_mean_extra: 150.0,
+            loss: 0.0,
+            duplication: 0.0,
+            disk_min: 100,
+            disk_max: 1_000,
+            pauses: PauseProfile::preset("none").unwrap_or_else(|| unreachable!()),
+            crash_rate: 0.0,
+            partition_rate: 0.0,
+            workload: Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.1, keys: 50 },
+            client_timeout: 500 * MS,
+            liveness_bound: 3 * SEC,
+            bug: None,
+            trim_every: 64,
+            schedule: Vec::new(),
+        }
+    }
+
+    pub fn names() -> [&'static str; 9] {
+        [
+            "calm",
+            "gc-frequent-short",
+            "gc-rare-long",
+            "gc-memory-pressure",
+            "gc-correlated",
+            "partitions",
+            "crashes",
+            "lossy",
+            "chaos",
+        ]
+    }
+
+    pub fn named(name: &str) -> Option<Scenario> {
+        let mut s = Scenario::base(name);
+        match name {
+            "calm" => {}
+            "gc-frequent-short" => s.pauses = PauseProfile::preset("frequent-short")?,
+            "gc-rare-long" => s.pauses = PauseProfile::preset("rare-long")?,
+            "gc-memory-pressure" => s.pauses = PauseProfile::preset("memory-pressure")?,
+            "gc-correlated" => s.pauses = PauseProfile::preset("correlated")?,
+            "partitions" => s.partition_rate = 0.8,
+            "crashes" => s.crash_rate = 0.6,
+            "lossy" => {
+                s.loss = 0.05;
+                s.duplication = 0.05;
+            }
+            "chaos" => {
+                s.pauses = PauseProfile::preset("memory-pressure")?;
+                s.crash_rate = 0.4;
+                s.partition_rate = 0.4;
+                s.loss = 0.02;
+                s.duplication = 0.02;
+            }
+            _ => return None,
+        }
+        Some(s)
+    }
+
+    /// A scenario drawn from a seed, for swarm testing: every fault kind
+    /// appears across seeds, in random combinations and intensities.
+    pub fn from_seed(seed: u64) -> Scenario {
+        let mut r = Rng::new(seed ^ 0x5ce7_a210);
+        let mut s = Scenario::base("swarm");
+        let profile = r.pick(&PauseProfile::names()).unwrap_or("none");
+        s.pauses = PauseProfile::preset(profile).unwrap_or_else(|| unreachable!());
+        s.name = format!("swarm/{profile}");
+        if r.chance(0.5) {
+            s.crash_rate = r.f64() * 0.8;
+            s.name += "+crash";
+        }
+        if r.chance(0.5) {
+            s.partition_rate = r.f64() * 0.8;
+            s.name += "+partition";
+        }
+        if r.chance(0.3) {
+            s.loss = r.f64() * 0.08;
+            s.duplication = r.f64() * 0.05;
+            s.name += "+lossy";
+        }
+        s.net_delay_mean_extra = 50.0 + r.f64() * 1_000.0;
+        if r.chance(0.3) {
+            // A slow disk: fsync of a busy device or a cloud volume.
+            s.disk_min = 2 * MS;
+            s.disk_max = 40 * MS;
+            s.name += "+slowdisk";
+        } else {
+            s.disk_max = 200 + r.range(0, 3_000);
+        }
+        s.workload.rate = 500.0 + r.f64() * 3_000.0;
+        s.workload.keys = r.range(3, 60);
+        s.trim_every = r.range(8, 256);
+        s
+    }
+
+    /// Draws the fault schedule from the rates (pauses per replica, crashes,
+    /// partitions), appended to the explicit `schedule`.
+    pub fn plan(&self, r: &mut Rng) -> Vec<(Time, Fault)> {
+        let mut out = self.schedule.clone();
+        let window = self.fault_end.saturating_sub(self.fault_start);
+        if window == 0 {
+            return out;
+        }
+        let p = &self.pauses;
+        let pause_len = |r: &mut Rng| {
+            if r.chance(p.long_chance) {
+                r.range(p.long_min, p.long_max)
+            } else {
+                r.range(p.min_pause, p.max_pause)
+            }
+        };
+        if p.mean_interval > 0 {
+            if p.correlated {
+                let mut t = self.fault_start + r.exp(p.mean_interval as f64);
+                while t < self.fault_end {
+                    let d = pause_len(r);
+                    for id in 0..self.n {
+                        let skew = r.range(0, 20 * MS);
+                        out.push((t + skew, Fault::Pause { replica: id as ReplicaId, duration: d }));
+                    }
+                    t += d + r.exp(p.mean_interval as f64);
+                }
+            } else {
+                for id in 0..self.n {
+                    let mut t = self.fault_start + r.exp(p.mean_interval as f64);
+                    while t < self.fault_end {
+                        let d = pause_len(r);
+                        out.push((t, Fault::Pause { replica: id as ReplicaId, duration: d }));
+                        t += d + r.exp(p.mean_interval as f64);
+                    }
+                }
+            }
+        }
+        let events = |rate: f64, r: &mut Rng| -> Vec<Time> {
+            let mut ts = Vec::new();
+            if rate <= 0.0 {
+                return ts;
+            }
+            let mut t = self.fault_start + r.exp(SEC as f64 / rate);
+            while t < self.fault_end {
+                ts.push(t);
+                t += r.exp(SEC as f64 / rate);
+            }
+            ts
+        };
+        for t in events(self.crash_rate, r) {
+            // Mostly one replica; sometimes a majority, sometimes all of them
+            // at once (a power loss: only what was synced survives anywhere).
+            let first = r.range(0, self.n as u64 - 1);
+            let count = match r.range(0, 9) {
+                0 | 1 => self.n as u64,
+                2 | 3 => self.n as u64 / 2 + 1,
+                _ => 1,
+            };
+            for k in 0..count {
+                let replica = ((first + k) % self.n as u64) as ReplicaId;
+                out.push((t, Fault::Crash { replica, down_for: r.range(50 * MS, 1_500 * MS) }));
+            }
+        }
+        for t in events(self.partition_rate, r) {
+            let duration = r.range(100 * MS, 2 * SEC);
+            let a = r.range(0, self.n as u64 - 1) as ReplicaId;
+            let fault = match r.range(0, 2) {
+                0 => Fault::Isolate { replica: a, one_way: false, duration },
+                1 => Fault::Isolate { replica: a, one_way: true, duration },
+                _ => {
+                    let b = ((a as u64 + r.range(1, self.n as u64 - 1)) % self.n as u64) as ReplicaId;
+                    Fault::CutLink { a, b, duration }
+                }
+            };
+            out.push((t, fault));
+        }
+        out.sort_by_key(|(t, _)| *t);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_named_scenario_and_profile_exists() {
+        for n in Scenario::names() {
+            assert!(Scenario::named(n).is_some(), "{n}");
+        }
+        for p in PauseProfile::names() {
+            assert!(PauseProfile::preset(p).is_some(), "{p}");
+        }
+    }
+
+    #[test]
+    fn plans_stay_in_the_fault_window_and_depend_only_on_the_seed() {
+        let s = Scenario::named("chaos").unwrap_or_else(|| unreachable!());
+        let a = s.plan(&mut Rng::new(9));
+        assert_eq!(a, s.plan(&mut Rng::new(9)));
+        assert!(!a.is_empty());
+        assert!(a.iter().all(|(t, _)| *t >= s.fault_start && *t < s.fault_end + 20 * MS));
+        let kinds: std::collections::BTreeSet<&str> = a
+            .iter()
+            .map(|(_, f)| match f {
+                Fault::Pause { .. } => "pause",
+                Fault::Crash { .. } => "crash",
+                Fault::Isolate { .. } => "isolate",
+                Fault::CutLink { .. } => "cut",
+            })
+            .collect();
+        assert!(kinds.contains("pause") && kinds.contains("crash"), "{kinds:?}");
+    }
+}
