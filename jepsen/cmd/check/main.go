@@ -186,14 +186,52 @@ func countKeys(ops []porcupine.Operation) int {
 // illegalKeys names the keys whose partition is not linearizable.
 func illegalKeys(ops []porcupine.Operation, info porcupine.LinearizationInfo) []string {
 	var out []string
+	explained := 0
+	t0 := int64(0)
+	for _, o := range ops {
+		if t0 == 0 || o.Call < t0 {
+			t0 = o.Call
+		}
+	}
 	for _, part := range checker.Model.Partition(ops) {
 		if porcupine.CheckOperationsTimeout(checker.Model, part, 5*time.Second) == porcupine.Ok {
 			continue
 		}
 		out = append(out, fmt.Sprintf("key %s is not linearizable (%d operations); see porcupine.html", part[0].Input.(checker.Input).Key, len(part)))
-		if len(out) >= 20 {
+		if explained < 3 {
+			explained++
+			out = append(out, explain(part, t0)...)
+		}
+		if len(out) >= 40 {
 			break
 		}
 	}
 	return out
+}
+
+// explain finds the shortest prefix (by invocation time) of one key's
+// operations that is already not linearizable and lists its last operations:
+// the last one cannot be placed after the others.
+func explain(part []porcupine.Operation, t0 int64) []string {
+	ops := append([]porcupine.Operation(nil), part...)
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Call < ops[j].Call })
+	for n := 1; n <= len(ops); n++ {
+		if porcupine.CheckOperationsTimeout(checker.Model, ops[:n], 2*time.Second) == porcupine.Ok {
+			continue
+		}
+		out := []string{fmt.Sprintf("  shortest non-linearizable prefix: %d operations; its last ones ([invoke, return] in seconds since the history began, process):", n)}
+		for i := n - 8; i < n; i++ {
+			if i < 0 {
+				continue
+			}
+			o := ops[i]
+			ret := "open"
+			if o.Output.(checker.Output).Type != "info" {
+				ret = fmt.Sprintf("%.3f", float64(o.Return-t0)/1e9)
+			}
+			out = append(out, fmt.Sprintf("    [%.3f, %s] p%d %s", float64(o.Call-t0)/1e9, ret, o.ClientId, checker.Model.DescribeOperation(o.Input, o.Output)))
+		}
+		return out
+	}
+	return nil
 }

@@ -155,3 +155,21 @@ func TestRecoveryAndAgreement(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// A real history from a campaign against the replica before its text client
+// ids were made unique across restarts: after n2 restarted, a new connection
+// reused an old (client, seq) and got an old "ok" for a put that was never
+// executed; a read right after it saw the previous value.
+func TestRealViolationClientIDReuse(t *testing.T) {
+	ops, err := hist.Read("../../testdata/client-id-reuse-k12.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := Pairs(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := porcupine.CheckOperationsTimeout(Model, Operations(pairs), 10*time.Second); r != porcupine.Illegal {
+		t.Fatalf("got %s", r)
+	}
+}
