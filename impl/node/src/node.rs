@@ -75,7 +75,14 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     tracing::info!(id = opts.id, peer = %me.peer_addr, client = %me.client_addr, "replica listening");
 
     tokio::spawn(accept_peers(peer_listener, tx.clone(), cfg.n()));
-    let client_ids = Arc::new(std::sync::atomic::AtomicU64::new(1));
+    // Text clients are identified per connection; the numbering must not
+    // restart at 1 after a restart, or a new connection would reuse the
+    // (client, seq) of an executed request in the replicated session table
+    // and get its recorded reply (found by the jepsen campaigns: a put
+    // acknowledged without being executed). Start from the clock instead.
+    let first_conn = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64)
+        & 0xffff_ffff_ffff;
+    let client_ids = Arc::new(std::sync::atomic::AtomicU64::new(first_conn.max(1)));
     tokio::spawn(accept_clients(client_listener, tx.clone(), opts.id, client_ids));
 
     let mut peers: HashMap<ReplicaId, mpsc::Sender<Message>> = HashMap::new();
