@@ -3,7 +3,7 @@
 //! thread, one event queue ordered by (time, sequence), one seeded RNG: the
 //! same seed always produces the same run.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::io::Write;
 
 use bytes::Bytes;
@@ -44,6 +44,32 @@ enum Ev {
     ClientArrive { r: ReplicaId, req: Request },
     ClientReply { c: usize, seq: Seq, reply: Reply },
     ClientTimeout { c: usize, seq: Seq, attempt: u32 },
+}
+
+/// A queued event. The queue pops the earliest `(at, seq)`: time order, and
+/// among equal times the order of scheduling, so runs are reproducible.
+struct Scheduled {
+    at: Time,
+    seq: u64,
+    ev: Box<Ev>,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap.
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
 }
 
 struct Node {
@@ -106,7 +132,7 @@ pub struct World {
     rng: Rng,
     now: Time,
     seq: u64,
-    queue: BTreeMap<(Time, u64), Ev>,
+    queue: BinaryHeap<Scheduled>,
     nodes: Vec<Node>,
     links: Vec<Link>,
     clients: Vec<Client>,
@@ -127,12 +153,20 @@ pub struct World {
     out: Vec<Output>,
 }
 
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// FNV-1a as a `Hasher`: fixed, so trace hashes compare across runs,
+/// builds and machines.
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
     }
-    h
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= *b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
 }
 
 impl World {
@@ -174,7 +208,7 @@ impl World {
             rng,
             now: 0,
             seq: 0,
-            queue: BTreeMap::new(),
+            queue: BinaryHeap::new(),
             nodes,
             links: vec![Link::default(); n * n],
             clients,
@@ -212,17 +246,17 @@ impl World {
 
     fn at(&mut self, t: Time, ev: Ev) {
         self.seq += 1;
-        self.queue.insert((t.max(self.now), self.seq), ev);
+        self.queue.push(Scheduled { at: t.max(self.now), seq: self.seq, ev: Box::new(ev) });
     }
 
     pub fn run(mut self) -> RunOutput {
-        while let Some(((t, _), ev)) = self.queue.pop_first() {
-            if t > self.end {
+        while let Some(Scheduled { at, ev, .. }) = self.queue.pop() {
+            if at > self.end {
                 break;
             }
-            self.now = t;
+            self.now = at;
             self.events += 1;
-            self.step(ev);
+            self.step(*ev);
         }
         self.now = self.end;
         self.finish()
@@ -383,9 +417,13 @@ impl World {
         if let Action::Execute { slot, value } = &ev.action {
             self.checker.executed(ev.replica, *slot, value.clone());
         }
-        if let Ok(line) = serde_json::to_vec(&ev) {
-            self.trace_hash = fnv(self.trace_hash, &line);
-            if let Some(w) = self.trace_out.as_mut() {
+        // The trace hash covers every field of every event, through `Hash`
+        // into a fixed-key FNV hasher: no JSON on the hot path.
+        let mut h = Fnv(self.trace_hash);
+        std::hash::Hash::hash(&ev, &mut h);
+        self.trace_hash = h.0;
+        if let Some(w) = self.trace_out.as_mut() {
+            if let Ok(line) = serde_json::to_vec(&ev) {
                 let _ = w.write_all(&line);
                 let _ = w.write_all(b"\n");
             }

@@ -17,7 +17,7 @@ pub fn value_ids(v: &Value) -> ValueIds {
 }
 
 /// One slot as a trace reports it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SlotSummary {
     pub slot: Slot,
     pub ballot: Ballot,
@@ -25,7 +25,7 @@ pub struct SlotSummary {
     pub committed: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "action")]
 pub enum Action {
     /// Election timer expired: new ballot, Prepare sent to all.
@@ -66,7 +66,7 @@ pub enum Action {
 }
 
 /// The replica's state after the step, compared by the trace spec.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StateSummary {
     pub ballot: Ballot,
     pub role: Role,
@@ -76,7 +76,7 @@ pub struct StateSummary {
     pub trimmed: Slot,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TraceEvent {
     pub replica: ReplicaId,
     pub time: Time,

@@ -127,7 +127,7 @@ pub struct Instance {
     pub state: InstanceState,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Role {
     Follower,
     Candidate,
