@@ -71,6 +71,9 @@ enum Cmd {
         /// Inject a known protocol bug (to see the checkers catch it).
         #[arg(long, value_enum)]
         bug: Option<BugArg>,
+        /// Write the summary as JSON (with a latency CDF) to this file.
+        #[arg(long)]
+        summary_json: Option<PathBuf>,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -141,6 +144,25 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
     }
 }
 
+fn summary_value(seed: u64, s: &Scenario, out: &RunOutput) -> serde_json::Value {
+    let mut lat = out.latencies.clone();
+    lat.sort_unstable();
+    let qs = [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0];
+    let cdf: Vec<(f64, f64)> = qs.iter().map(|q| (*q, stutter_sim::percentile(&lat, *q) as f64 / 1000.0)).collect();
+    serde_json::json!({
+        "seed": seed,
+        "scenario": s.name,
+        "pause_profile": s.pauses.name,
+        "ok": out.history.iter().filter(|o| o.is_ok()).count(),
+        "fail": out.history.iter().filter(|o| matches!(o.outcome, Outcome::Fail(_))).count(),
+        "info": out.history.iter().filter(|o| o.outcome == Outcome::Pending).count(),
+        "latency_cdf_ms": cdf,
+        "faults": out.faults,
+        "trace_hash": format!("{:016x}", out.trace_hash),
+        "violations": out.violations,
+    })
+}
+
 fn parse_range(s: &str) -> Result<(u64, u64)> {
     let (a, b) = s.split_once("..").context("seeds must be A..B")?;
     Ok((a.trim().parse()?, b.trim().parse()?))
@@ -149,7 +171,7 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Run { seed, scenario: name, trace, duration, export_history, format, bug } => {
+        Cmd::Run { seed, scenario: name, trace, duration, export_history, format, bug, summary_json } => {
             let mut s = scenario(&name, seed)?;
             if let Some(d) = duration {
                 s.duration = (d * 1e6) as u64;
@@ -171,6 +193,9 @@ fn main() -> Result<()> {
                     HistoryFormat::Edn => history::write_edn(&mut f, &out.history)?,
                 }
                 f.flush()?;
+            }
+            if let Some(p) = summary_json {
+                std::fs::write(&p, serde_json::to_vec_pretty(&summary_value(seed, &s, &out))?)?;
             }
             if !out.violations.is_empty() {
                 bail!("seed {seed}: {} violation(s)", out.violations.len());
