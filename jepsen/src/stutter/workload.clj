@@ -1,0 +1,37 @@
+(ns stutter.workload
+  "A linearizable compare-and-set register per key: reads, writes and cas
+  of small integers on many independent keys, checked key by key by
+  Knossos's cas-register model through jepsen.independent."
+  (:require [jepsen [checker :as checker]
+                    [generator :as gen]
+                    [independent :as independent]]
+            [jepsen.checker.timeline :as timeline]
+            [knossos.model :as model]
+            [stutter.client :as client]))
+
+(defn r   [_ _] {:type :invoke, :f :read,  :value nil})
+(defn w   [_ _] {:type :invoke, :f :write, :value (rand-int 5)})
+(defn cas [_ _] {:type :invoke, :f :cas,   :value [(rand-int 5) (rand-int 5)]})
+
+(defn register
+  "Options:
+    :threads-per-key  processes working one key at a time (default 3)
+    :ops-per-key      operations on a key before moving to the next (200)"
+  [opts]
+  (let [per-key (:threads-per-key opts 3)]
+    {:client    (client/client)
+     :checker   (independent/checker
+                  (checker/compose
+                    {:linear   (checker/linearizable
+                                 {:model     (model/cas-register)
+                                  :algorithm :linear})
+                     :timeline (timeline/html)}))
+     :generator (independent/concurrent-generator
+                  per-key
+                  (range)
+                  (fn [k]
+                    (->> (gen/mix [r w cas])
+                         (gen/limit (:ops-per-key opts 200)))))}))
+
+(def workloads
+  {"register" register})
