@@ -402,7 +402,7 @@ TypeOK ==
     /\ lastExecuted \in [Replicas -> 0..NumSlots]
     /\ trimmed \in [Replicas -> 0..NumSlots]
     /\ gle \in [Replicas -> 0..NumSlots]
-    /\ \A r \in Replicas : Len(exec[r]) = lastExecuted[r] /\ trimmed[r] <= lastExecuted[r]
+    /\ \A r \in Replicas : Len(exec[r]) = lastExecuted[r]
     /\ sessions \in [Replicas -> [Clients -> 0..MaxSeq]]
     /\ owner \in [Ballots -> Replicas \cup {NoOwner}]
     /\ crashes \in 0..MaxCrashes

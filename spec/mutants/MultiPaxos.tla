@@ -1,0 +1,1 @@
+../MultiPaxos.tla

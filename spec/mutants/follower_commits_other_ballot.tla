@@ -1,0 +1,5 @@
+---- MODULE follower_commits_other_ballot ----
+(* Mutant: a follower commits on heartbeat an instance whose ballot differs from the heartbeat ballot *)
+EXTENDS MultiPaxos
+MutFollowerCommitOK(inst, b) == TRUE
+====

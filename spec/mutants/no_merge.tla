@@ -1,0 +1,5 @@
+---- MODULE no_merge ----
+(* Mutant: the new leader ignores the promised logs (keeps its own instance or fills a no-op) *)
+EXTENDS MultiPaxos
+MutMergeEntry(own, E, b) == IF own # Empty THEN [own EXCEPT !.bal = b] ELSE [bal |-> b, val |-> Noop, com |-> FALSE]
+====
