@@ -78,6 +78,20 @@ pub struct Workload {
     pub read_fraction: f64,
     pub cas_fraction: f64,
     pub keys: u64,
+    /// Zipfian skew of key popularity (0.99 as in YCSB; 0 = uniform).
+    pub zipf_theta: f64,
+}
+
+impl Workload {
+    /// YCSB-A-like: 50 % reads, the rest writes (and a few cas).
+    pub fn ycsb_a() -> Workload {
+        Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.05, keys: 50, zipf_theta: 0.99 }
+    }
+
+    /// YCSB-B-like: 95 % reads, the rest writes (and a few cas).
+    pub fn ycsb_b() -> Workload {
+        Workload { read_fraction: 0.95, cas_fraction: 0.01, ..Workload::ycsb_a() }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -125,7 +139,7 @@ impl Scenario {
             pauses: PauseProfile::preset("none").unwrap_or_else(|| unreachable!()),
             crash_rate: 0.0,
             partition_rate: 0.0,
-            workload: Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.1, keys: 50 },
+            workload: Workload::ycsb_a(),
             client_timeout: 500 * MS,
             liveness_bound: 3 * SEC,
             bug: None,
@@ -134,7 +148,7 @@ impl Scenario {
         }
     }
 
-    pub fn names() -> [&'static str; 9] {
+    pub fn names() -> [&'static str; 10] {
         [
             "calm",
             "gc-frequent-short",
@@ -145,6 +159,7 @@ impl Scenario {
             "crashes",
             "lossy",
             "chaos",
+            "ycsb-b",
         ]
     }
 
@@ -161,6 +176,10 @@ impl Scenario {
             "lossy" => {
                 s.loss = 0.05;
                 s.duplication = 0.05;
+            }
+            "ycsb-b" => {
+                s.workload = Workload::ycsb_b();
+                s.pauses = PauseProfile::preset("frequent-short")?;
             }
             "chaos" => {
                 s.pauses = PauseProfile::preset("memory-pressure")?;
@@ -204,8 +223,13 @@ impl Scenario {
         } else {
             s.disk_max = 200 + r.range(0, 3_000);
         }
+        if r.chance(0.3) {
+            s.workload = Workload::ycsb_b();
+            s.name += "+ycsb-b";
+        }
         s.workload.rate = 500.0 + r.f64() * 3_000.0;
         s.workload.keys = r.range(3, 60);
+        s.workload.zipf_theta = if r.chance(0.2) { 0.0 } else { 0.99 };
         s.trim_every = r.range(8, 256);
         s
     }

@@ -14,7 +14,7 @@ use stutter_core::{
 
 use crate::check::{Checker, Violation};
 use crate::history::{HistOp, Outcome, F};
-use crate::rng::Rng;
+use crate::rng::{Rng, Zipf};
 use crate::scenario::{Fault, Scenario, MS};
 
 /// CPU time each kind of input costs a replica (µs of virtual time).
@@ -33,7 +33,7 @@ pub mod service {
 #[derive(Debug)]
 enum Ev {
     Deliver { to: ReplicaId, from: ReplicaId, epoch: u64, msg: Message },
-    Timer { r: ReplicaId, timer: Timer, inc: u64 },
+    Timer { r: ReplicaId, timer: Timer, inc: u64, at: Time },
     Disk { r: ReplicaId, token: u64, inc: u64 },
     CpuFree { r: ReplicaId, inc: u64 },
     Resume { r: ReplicaId, inc: u64 },
@@ -83,6 +83,20 @@ struct Node {
     unsynced: Vec<(u64, Vec<Record>)>,
     synced: Vec<Record>,
     disk_free_at: Time,
+    /// Per timer kind (Election, Heartbeat): the deadline the core last set
+    /// and the time of the one queue entry that stands for it. A timer the
+    /// core re-arms on every message would otherwise leave thousands of
+    /// stale entries in the queue; the core ignores early firings anyway
+    /// (`Output::SetTimer` replaces the previous deadline).
+    timer_deadline: [Time; 2],
+    timer_queued: [Option<Time>; 2],
+}
+
+fn timer_index(t: Timer) -> usize {
+    match t {
+        Timer::Election => 0,
+        Timer::Heartbeat => 1,
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -143,6 +157,7 @@ pub struct World {
     next_value: u64,
     /// Values written per key, to make cas expectations plausible.
     written: BTreeMap<u64, Vec<u64>>,
+    zipf: Zipf,
     stop_issuing: Time,
     end: Time,
     faults: FaultCounts,
@@ -184,6 +199,8 @@ impl World {
                 unsynced: Vec::new(),
                 synced: Vec::new(),
                 disk_free_at: 0,
+                timer_deadline: [0; 2],
+                timer_queued: [None; 2],
             });
         }
         let plan = s.plan(&mut rng);
@@ -202,6 +219,7 @@ impl World {
             })
             .collect();
         let n = s.n;
+        let zipf = Zipf::new(s.workload.keys, s.workload.zipf_theta);
         let mut w = World {
             checker: Checker::new(n),
             s,
@@ -217,6 +235,7 @@ impl World {
             by_request: BTreeMap::new(),
             next_value: 1,
             written: BTreeMap::new(),
+            zipf,
             stop_issuing,
             end,
             faults: FaultCounts::default(),
@@ -272,8 +291,19 @@ impl World {
                     self.faults.dropped_messages += 1;
                 }
             }
-            Ev::Timer { r, timer, inc } => {
-                if self.nodes[r as usize].inc == inc {
+            Ev::Timer { r, timer, inc, at } => {
+                let k = timer_index(timer);
+                let node = &mut self.nodes[r as usize];
+                if node.inc != inc || node.timer_queued[k] != Some(at) {
+                    return; // superseded by an earlier entry, or a dead process's
+                }
+                node.timer_queued[k] = None;
+                let deadline = node.timer_deadline[k];
+                if deadline > self.now {
+                    // Re-armed later since: one entry moves to the new deadline.
+                    node.timer_queued[k] = Some(deadline);
+                    self.at(deadline, Ev::Timer { r, timer, inc, at: deadline });
+                } else {
                     self.enqueue(r, Input::Timer(timer));
                 }
             }
@@ -388,8 +418,15 @@ impl World {
             match o {
                 Output::Send { to, msg } => self.send(r, to, msg),
                 Output::SetTimer { timer, at } => {
-                    let inc = self.nodes[r as usize].inc;
-                    self.at(at, Ev::Timer { r, timer, inc });
+                    let k = timer_index(timer);
+                    let node = &mut self.nodes[r as usize];
+                    let inc = node.inc;
+                    node.timer_deadline[k] = at;
+                    let at = at.max(self.now);
+                    if node.timer_queued[k].map_or(true, |q| q > at) {
+                        node.timer_queued[k] = Some(at);
+                        self.at(at, Ev::Timer { r, timer, inc, at });
+                    }
                 }
                 Output::Persist { token, records } => {
                     let lat = self.rng.range(self.s.disk_min, self.s.disk_max);
@@ -473,6 +510,8 @@ impl World {
                 }
                 node.replica = None;
                 node.inc += 1;
+                node.timer_deadline = [0; 2];
+                node.timer_queued = [None; 2];
                 node.paused = false;
                 node.busy = false;
                 node.inbox.clear();
@@ -552,7 +591,7 @@ impl World {
         }
         let Some(intended) = self.clients[c].due.pop_front() else { return };
         let w = self.s.workload.clone();
-        let key = self.rng.range(0, w.keys.saturating_sub(1));
+        let key = self.zipf.sample(&mut self.rng);
         let x = self.rng.f64();
         let (f, value, from) = if x < w.read_fraction {
             (F::Read, 0, 0)
