@@ -732,6 +732,11 @@ impl Replica {
                 let outcome = self.sm.execute(req);
                 let key = (req.client, req.seq);
                 self.queued.remove(&key);
+                // Older requests of this client that never executed (their
+                // slot became a no-op) will not: stop waiting for them.
+                while let Some(old) = self.waiting.range((req.client, 0)..key).next().copied() {
+                    self.waiting.remove(&old);
+                }
                 if self.waiting.remove(&key) {
                     out.push(Output::Reply { client: req.client, seq: req.seq, reply: outcome.reply() });
                 }

@@ -45,6 +45,10 @@ pub enum Event {
     Fatal(String),
 }
 
+/// How long a client request may wait for its reply before the client is
+/// told that its outcome is unknown.
+const ROUTE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Runs a replica until a fatal error (a failed disk write).
 pub async fn run(opts: NodeOptions) -> Result<()> {
     let cfg = opts.config.clone();
@@ -107,6 +111,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         peers,
         wal: wal_tx,
         routes: HashMap::new(),
+        last_sweep: Instant::now(),
         trace,
         cfg,
         unsafe_local_reads: opts.unsafe_local_reads,
@@ -143,8 +148,9 @@ struct Loop {
     timers: HashMap<Timer, Instant>,
     peers: HashMap<ReplicaId, mpsc::Sender<Message>>,
     wal: std::sync::mpsc::Sender<(u64, Vec<Record>)>,
-    /// Who waits for the reply to `(client, seq)`.
-    routes: HashMap<(ClientId, Seq), ConnTx>,
+    /// Who waits for the reply to `(client, seq)`, since when.
+    routes: HashMap<(ClientId, Seq), (ConnTx, Instant)>,
+    last_sweep: Instant,
     trace: Option<std::io::BufWriter<std::fs::File>>,
     cfg: ClusterConfig,
     unsafe_local_reads: bool,
@@ -191,6 +197,9 @@ impl Loop {
                 }
             }
             self.apply(&mut out);
+            if self.last_sweep.elapsed() > Duration::from_secs(1) {
+                self.sweep_routes();
+            }
             if let Some(w) = self.trace.as_mut() {
                 if last_flush.elapsed() > Duration::from_millis(200) {
                     use std::io::Write;
@@ -214,7 +223,7 @@ impl Loop {
                         return Ok(());
                     }
                 }
-                self.routes.insert((req.client, req.seq), conn);
+                self.routes.insert((req.client, req.seq), (conn, Instant::now()));
                 self.replica.handle(now, Input::Request(req), out);
             }
             Event::Persisted(token) => self.replica.handle(now, Input::Persisted { token }, out),
@@ -224,6 +233,22 @@ impl Loop {
             Event::Fatal(e) => anyhow::bail!(e),
         }
         Ok(())
+    }
+
+    /// A request proposed by a leader that lost its leadership may never be
+    /// executed (the next leader can fill its slot with a no-op), so no reply
+    /// would ever come. After `ROUTE_TIMEOUT` the client is told the outcome
+    /// is unknown (a framed client retries with the same `(client, seq)`,
+    /// which is safe); the route is dropped so it does not leak.
+    fn sweep_routes(&mut self) {
+        self.last_sweep = Instant::now();
+        let stale: Vec<(ClientId, Seq)> =
+            self.routes.iter().filter(|(_, (_, since))| since.elapsed() > ROUTE_TIMEOUT).map(|(k, _)| *k).collect();
+        for key in stale {
+            if let Some((conn, _)) = self.routes.remove(&key) {
+                let _ = conn.send(ClientResponse::Error("timeout: the outcome is unknown".into()));
+            }
+        }
     }
 
     fn status(&self) -> StatusInfo {
@@ -258,7 +283,7 @@ impl Loop {
                     let _ = self.wal.send((token, records));
                 }
                 Output::Reply { client, seq, reply } => {
-                    if let Some(conn) = self.routes.remove(&(client, seq)) {
+                    if let Some((conn, _)) = self.routes.remove(&(client, seq)) {
                         let resp = match reply {
                             Reply::Redirect { leader } => ClientResponse::Redirect {
                                 client,
