@@ -6,8 +6,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
 use stutter_core::{Op, Reply};
-use stutter_node::client::{self, Client};
-use stutter_node::config::ClusterConfig;
+use stutter_replica::client::{self, Client};
+use stutter_replica::config::ClusterConfig;
 
 #[derive(Parser, Debug)]
 #[command(about = "Command-line client of a stutter cluster")]

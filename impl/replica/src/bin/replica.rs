@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Parser;
-use stutter_node::config::ClusterConfig;
-use stutter_node::node::{self, NodeOptions};
+use stutter_replica::config::ClusterConfig;
+use stutter_replica::node::{self, NodeOptions};
 
 #[derive(Parser, Debug)]
 #[command(about = "One stutter replica: MultiPaxos over TCP with a write-ahead log")]

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use stutter_core::{Op, Reply, Role};
-use stutter_node::client::{self, Client};
+use stutter_replica::client::{self, Client};
 
 struct Cluster {
     dir: tempfile::TempDir,
@@ -235,8 +235,8 @@ fn garbage_on_the_client_port_gets_an_error_and_the_cluster_keeps_serving() {
     std::io::Read::read_exact(&mut s, &mut hdr).expect("error frame");
     let mut body = vec![0u8; u32::from_be_bytes(hdr) as usize];
     std::io::Read::read_exact(&mut s, &mut body).expect("error body");
-    let resp: stutter_node::wire::ClientResponse = stutter_node::wire::decode(&body).expect("decodes");
-    assert!(matches!(resp, stutter_node::wire::ClientResponse::Error(_)), "{resp:?}");
+    let resp: stutter_replica::wire::ClientResponse = stutter_replica::wire::decode(&body).expect("decodes");
+    assert!(matches!(resp, stutter_replica::wire::ClientResponse::Error(_)), "{resp:?}");
 
     // An oversized frame header, a connection dropped mid-frame, random bytes.
     for junk in [&[0x00, 0xff, 0xff, 0xff, 1][..], &[0, 0, 0, 100, 1, 2][..], &[0x17, 0x03, 0x01, 0x00, 0xff][..]] {
