@@ -69,6 +69,12 @@ struct Shared {
     first_wrong: Option<String>,
 }
 
+impl Shared {
+    fn new() -> Shared {
+        Shared { hist: new_histogram(), last_done: None, ok: 0, io_errors: 0, redirects: 0, wrong: 0, first_wrong: None }
+    }
+}
+
 /// How many times one operation is retried on other replicas before it
 /// counts as an error (a leader change takes a few tries to find).
 const MAX_TRIES: usize = 10;
@@ -148,15 +154,7 @@ pub async fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResu
         let rx = rx.clone();
         let mut conn = TextConn::new(spec.addrs.clone(), c, spec.timeout);
         workers.push(tokio::spawn(async move {
-            let mut s = Shared {
-                hist: new_histogram(),
-                last_done: None,
-                ok: 0,
-                io_errors: 0,
-                redirects: 0,
-                wrong: 0,
-                first_wrong: None,
-            };
+            let mut s = Shared::new();
             while let Ok((intended, op)) = rx.recv().await {
                 if Instant::now() > drain_deadline {
                     break;
@@ -217,15 +215,7 @@ pub async fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResu
     }
     tx.close();
 
-    let mut total = Shared {
-        hist: new_histogram(),
-        last_done: None,
-        ok: 0,
-        io_errors: 0,
-        redirects: 0,
-        wrong: 0,
-        first_wrong: None,
-    };
+    let mut total = Shared::new();
     for w in workers {
         if let Ok(s) = w.await {
             let _ = total.hist.add(&s.hist);

@@ -199,41 +199,36 @@ impl Cluster {
         }
     }
 
-    /// Advances the clock to the earliest timer deadline and fires it.
-    pub fn fire_next_timer(&mut self) {
-        let next = self
-            .nodes
+    /// The earliest armed timer of a live replica, if it is due by `until`.
+    fn next_timer(&self, until: Time) -> Option<(Time, usize, Timer)> {
+        self.nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| n.up)
             .flat_map(|(id, n)| n.timers.iter().map(move |(t, at)| (*at, id, *t)))
-            .min();
-        if let Some((at, id, t)) = next {
-            self.now = self.now.max(at);
-            self.nodes[id].timers.remove(&t);
-            self.input(id as ReplicaId, Input::Timer(t));
+            .filter(|(at, _, _)| *at <= until)
+            .min()
+    }
+
+    fn fire(&mut self, (at, id, t): (Time, usize, Timer)) {
+        self.now = self.now.max(at);
+        self.nodes[id].timers.remove(&t);
+        self.input(id as ReplicaId, Input::Timer(t));
+    }
+
+    /// Advances the clock to the earliest timer deadline and fires it.
+    pub fn fire_next_timer(&mut self) {
+        if let Some(next) = self.next_timer(Time::MAX) {
+            self.fire(next);
         }
     }
 
+    /// Fires every timer due within `dt`, in deadline order, then moves the
+    /// clock to the end of it.
     pub fn advance(&mut self, dt: Time) {
         let until = self.now + dt;
-        loop {
-            let next = self
-                .nodes
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| n.up)
-                .flat_map(|(id, n)| n.timers.iter().map(move |(t, at)| (*at, id, *t)))
-                .filter(|(at, _, _)| *at <= until)
-                .min();
-            match next {
-                Some((at, id, t)) => {
-                    self.now = self.now.max(at);
-                    self.nodes[id].timers.remove(&t);
-                    self.input(id as ReplicaId, Input::Timer(t));
-                }
-                None => break,
-            }
+        while let Some(next) = self.next_timer(until) {
+            self.fire(next);
         }
         self.now = until;
     }
