@@ -48,16 +48,23 @@
 
 (defn package
   "A combined nemesis package. opts: :db, :nodes, :faults (a set),
-  :interval (seconds between faults)."
+  :interval (seconds between faults).
+
+  Only the packages for the requested faults are built: composing all of
+  jepsen.nemesis.combined's packages (nemesis-package) would also set up the
+  file-corruption and clock nemeses on every node, which download and
+  compile tools there even when those faults are never used."
   [{:keys [nodes faults] :as opts}]
-  (if (empty? faults)
-    nc/noop
-    (nc/nemesis-package
-      (merge opts
-             {:faults    faults
-              :partition {:targets [:majority
-                                    :primaries           ; leader isolation
-                                    (bridge-grudge nodes)
-                                    :majorities-ring]}
-              :kill      {:targets [:one :primaries :majority]}
-              :pause     {:targets [:one :primaries :majority]}}))))
+  (let [opts (merge opts
+                    {:faults    faults
+                     :partition {:targets [:majority
+                                           :primaries           ; leader isolation
+                                           (bridge-grudge nodes)
+                                           :majorities-ring]}
+                     :kill      {:targets [:one :primaries :majority]}
+                     :pause     {:targets [:one :primaries :majority]}})]
+    (nc/compose-packages
+      (cond-> []
+        (faults :partition)                     (conj (nc/partition-package opts))
+        (some faults [:kill :pause])            (conj (nc/db-package opts))
+        (faults :clock)                         (conj (nc/clock-package opts))))))
