@@ -43,7 +43,7 @@ enum Ev {
     ClientTick { c: usize },
     ClientArrive { r: ReplicaId, req: Request },
     ClientReply { c: usize, seq: Seq, reply: Reply },
-    ClientTimeout { c: usize, seq: Seq, attempt: u32 },
+    ClientTimeout { c: usize, at: Time },
 }
 
 /// A queued event. The queue pops the earliest `(at, seq)`: time order, and
@@ -117,6 +117,10 @@ struct Client {
     due: VecDeque<Time>,
     /// Intended start of the operation in flight.
     intended: Time,
+    /// The pending timeout `(deadline, seq, attempt)` (the latest one set
+    /// replaces the previous), and the time of its one queue entry.
+    timeout: Option<(Time, Seq, u32)>,
+    timeout_queued: Option<Time>,
 }
 
 #[derive(Default, Debug, Clone, serde::Serialize)]
@@ -239,6 +243,8 @@ impl World {
                 attempt: 0,
                 due: VecDeque::new(),
                 intended: 0,
+                timeout: None,
+                timeout_queued: None,
             })
             .collect();
         let n = s.n;
@@ -387,8 +393,19 @@ impl World {
             }
             Ev::ClientArrive { r, req } => self.enqueue(r, Input::Request(req)),
             Ev::ClientReply { c, seq, reply } => self.client_reply(c, seq, reply),
-            Ev::ClientTimeout { c, seq, attempt } => {
-                let cl = &self.clients[c];
+            Ev::ClientTimeout { c, at } => {
+                let cl = &mut self.clients[c];
+                if cl.timeout_queued != Some(at) {
+                    return;
+                }
+                cl.timeout_queued = None;
+                let Some((deadline, seq, attempt)) = cl.timeout else { return };
+                if deadline > self.now {
+                    cl.timeout_queued = Some(deadline);
+                    self.at(deadline, Ev::ClientTimeout { c, at: deadline });
+                    return;
+                }
+                cl.timeout = None;
                 if cl.current.is_some() && cl.seq == seq && cl.attempt == attempt {
                     let next = ((cl.target as usize + 1) % self.s.n) as ReplicaId;
                     self.clients[c].target = next;
@@ -674,7 +691,18 @@ impl World {
         let (r, seq, attempt) = (cl.target, cl.seq, cl.attempt);
         let d = self.client_delay();
         self.at(self.now + d, Ev::ClientArrive { r, req });
-        self.at(self.now + self.s.client_timeout, Ev::ClientTimeout { c, seq, attempt });
+        self.set_client_timeout(c, self.now + self.s.client_timeout, seq, attempt);
+    }
+
+    /// One queue entry per client stands for its latest timeout (thousands
+    /// of superseded timeouts would otherwise sit in the event heap).
+    fn set_client_timeout(&mut self, c: usize, deadline: Time, seq: Seq, attempt: u32) {
+        let cl = &mut self.clients[c];
+        cl.timeout = Some((deadline, seq, attempt));
+        if cl.timeout_queued.map_or(true, |q| q > deadline) {
+            cl.timeout_queued = Some(deadline);
+            self.at(deadline, Ev::ClientTimeout { c, at: deadline });
+        }
     }
 
     fn client_reply(&mut self, c: usize, seq: Seq, reply: Reply) {
@@ -693,7 +721,7 @@ impl World {
                 let t = self.rng.range(0, self.s.n as u64 - 1) as ReplicaId;
                 self.clients[c].target = t;
                 let attempt = self.clients[c].attempt;
-                self.at(self.now + 20 * MS, Ev::ClientTimeout { c, seq, attempt });
+                self.set_client_timeout(c, self.now + 20 * MS, seq, attempt);
             }
             Reply::Stale => self.complete(c, idx, Outcome::Fail("stale".into())),
             Reply::Value(v) => {
