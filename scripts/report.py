@@ -76,7 +76,7 @@ def main():
     failover = read(os.path.join(run, "failover.txt")).strip()
 
     md = ["# stutter: main job report", ""]
-    md += ["## Model checking (TLC)", "", f"- model `spec/models/small.cfg`: {tlc['distinct']} distinct states, {tlc['verdict']}", ""]
+    md += ["## Model checking (TLC)", "", f"- model `spec/models/ci_small.cfg`: {tlc['distinct']} distinct states, {tlc['verdict']}", ""]
     md += ["## Simulation (virtual time)", "", "![latency CDF](sim-latency-cdf.png)", "",
            "| scenario | ok | info | p50 ms | p99 ms | p99.9 ms | max ms | pauses | paused ms | violations |",
            "|---|---|---|---|---|---|---|---|---|---|"]
