@@ -79,10 +79,14 @@
   (c/su (cu/stop-daemon! (pid-file test node))))
 
 (defn signal-replica!
+  "Sends a signal through the pidfile. Returns :signaled, or :not-running
+  when there is no replica to signal (e.g. it was killed meanwhile)."
   [test node sig]
   (c/su
-    (when-let [pid (util/meh (c/exec :cat (pid-file test node)))]
-      (util/meh (c/exec :kill (str "-" sig) pid)))))
+    (try
+      (c/exec :kill (str "-" sig) (c/exec :cat (pid-file test node)))
+      :signaled
+      (catch Exception _ :not-running))))
 
 (defn status
   "The replica's status map (from its `status` line) or nil if it does not
