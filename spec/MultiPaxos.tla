@@ -12,6 +12,12 @@
 (* (duplication), any message may be delivered at any time (reordering)  *)
 (* and Drop removes one (loss).                                            *)
 (*                                                                         *)
+(* With ModelPersist, persistence is asynchronous as in the code: a step  *)
+(* updates the volatile state at once, queues its durable effects in      *)
+(* pend with the messages that depend on them, and Persist makes a prefix *)
+(* of the queue durable and sends its messages; a crash keeps dur and any *)
+(* prefix of pend (written but not yet acknowledged).                     *)
+(*                                                                         *)
 (* Operators marked MUTATION POINT are overridden by spec/mutants/.       *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets, TLC
@@ -25,31 +31,36 @@ CONSTANTS
     MaxCrashes,    \* total number of crashes
     ModelDrop,     \* BOOLEAN: include the Drop action (message loss)
     ModelTrim,     \* BOOLEAN: include Trim and global-last-executed tracking
-    ModelCatchUp   \* BOOLEAN: include heartbeat replies and CatchUp
+    ModelCatchUp,  \* BOOLEAN: include heartbeat replies and CatchUp
+    ModelPersist,  \* BOOLEAN: asynchronous persistence (pend, Persist)
+    FineSteps      \* BOOLEAN: the code's finer steps (see below); FALSE keeps
+                   \* exhaustive models small, trace validation needs TRUE
 
 VARIABLES
-    ballot,        \* ballot[r]: promised ballot (persisted)
+    ballot,        \* ballot[r]: promised ballot
     role,          \* "Follower" | "Candidate" | "Leader" (volatile)
     up,            \* up[r]: FALSE between Crash and Restart
-    log,           \* log[r][s]: instance [bal, val, com] (persisted, com volatile)
+    log,           \* log[r][s]: instance [bal, val, com] (com volatile)
     lastExecuted,  \* highest executed slot (volatile, rebuilt by re-execution)
     trimmed,       \* highest trimmed slot (persisted, with the snapshot)
     gle,           \* global last executed known to r (volatile)
     peerLE,        \* peerLE[r][p]: last executed of p as reported to leader r
-    snap,          \* snap[r]: persisted snapshot [kv, sessions, exec] at trimmed[r]
+    snap,          \* snap[r]: snapshot [le, kv, sessions, exec] taken at the last trim
     kv,            \* kv[r]: the key-value state, as the sequence of applied commands
     sessions,      \* sessions[r][c]: highest seq of client c executed
     exec,          \* exec[r][s]: value executed in slot s (history, for invariants)
     msgs,          \* the network
     owner,         \* owner[b]: replica that started ballot b, or NoOwner
     chosen,        \* history: set of [slot, val, bal] committed by a leader quorum
-    crashes        \* number of crashes so far
+    crashes,       \* number of crashes so far
+    dur,           \* dur[r]: durable state [ballot, log, trimmed, snap] (ModelPersist)
+    pend           \* pend[r]: queued writes, each [dur, out] (ModelPersist)
 
 vars == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-          kv, sessions, exec, msgs, owner, chosen, crashes>>
+          kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
 
 Slots    == 1..NumSlots
-Ballots  == 1..MaxBallot
+Ballots  == 1..MaxBallot                    \* overridden by trace validation
 Commands == Clients \X (1..MaxSeq)          \* <<client, seq>>
 Noop     == <<"noop", 0>>
 Values   == Commands \cup {Noop}
@@ -59,20 +70,56 @@ Entry    == [bal : Ballots, val : Values, com : BOOLEAN]
 NoOwner  == "none"
 Majority(S) == 2 * Cardinality(S) > Cardinality(Replicas)
 Max(S)   == CHOOSE x \in S : \A y \in S : y <= x
+Min(S)   == CHOOSE x \in S : \A y \in S : x <= y
+Max2(a, b) == IF a > b THEN a ELSE b
+Min2(a, b) == IF a < b THEN a ELSE b
 
 \* Messages all have the same fields (TLC compares records of one shape).
 Msg(t, f, to, b, s, v, le, g, ents, sn) ==
     [type |-> t, from |-> f, to |-> to, bal |-> b, slot |-> s, val |-> v,
      le |-> le, gle |-> g, entries |-> ents, snap |-> sn]
-NoEntries == [s \in Slots |-> Empty]
+\* Instances carried by a message: a function on the slots it carries.
+NoEntries == [s \in {} |-> Empty]
+EntriesOf(r, S) == [s \in {s \in S : log[r][s] # Empty} |-> log[r][s]]
 NoSnap    == [le |-> 0, kv |-> <<>>, sessions |-> [c \in Clients |-> 0], exec |-> <<>>]
 Broadcast == "all"
 
 Send(m)  == msgs' = msgs \cup {m}
-SendAll(M) == msgs' = msgs \cup M
 For(r, m) == m.from # r /\ (m.to = Broadcast \/ m.to = r)
 
-LastIndex(r) == Max({0} \cup {s \in Slots : log[r][s] # Empty})
+\* Highest slot of log lg holding an instance at or below s, or the
+\* trimmed prefix t (recursive: linear, where Max over a set is quadratic).
+RECURSIVE LastIndexOf(_, _, _)
+LastIndexOf(lg, t, s) == IF s <= t THEN t ELSE IF lg[s] # Empty THEN s ELSE LastIndexOf(lg, t, s - 1)
+LastIndex(r) == LastIndexOf(log[r], trimmed[r], NumSlots)
+
+\* The executed state of r, as a snapshot carries it.
+CurrentSnap(r) == [le |-> lastExecuted[r], kv |-> kv[r], sessions |-> sessions[r], exec |-> exec[r]]
+
+\* Executing value v: each request of it at most once per (client, seq).
+\* Requests, Applied and ExecHistory are overridden by trace validation,
+\* whose values are batches and which does not track the key-value state.
+Requests(v) == IF v = Noop THEN <<>> ELSE <<v>>
+RECURSIVE ApplyReqs(_, _, _)
+ApplyReqs(k, ss, reqs) ==
+    IF reqs = <<>> THEN [kv |-> k, sessions |-> ss]
+    ELSE LET c == Head(reqs) IN
+         IF c[2] > ss[c[1]] THEN ApplyReqs(Append(k, c), [ss EXCEPT ![c[1]] = c[2]], Tail(reqs))
+         ELSE ApplyReqs(k, ss, Tail(reqs))
+Applied(r, v) == ApplyReqs(kv[r], sessions[r], Requests(v))
+ExecHistory(e, v) == Append(e, v)
+
+(***************************************************************************)
+(* Persistence                                                             *)
+(***************************************************************************)
+Strip(l)  == [s \in Slots |-> [l[s] EXCEPT !.com = FALSE]]
+NoDur     == [ballot |-> 0, log |-> [s \in Slots |-> Empty], trimmed |-> 0, snap |-> NoSnap]
+\* The durable part of r's state after the current step (primed).
+DurNext(r) == [ballot |-> ballot'[r], log |-> Strip(log'[r]), trimmed |-> trimmed'[r], snap |-> snap'[r]]
+\* What a restart of r finds on disk.
+Durable(r) == IF ModelPersist THEN dur[r]
+              ELSE [ballot |-> ballot[r], log |-> Strip(log[r]), trimmed |-> trimmed[r], snap |-> snap[r]]
+LastView(r) == IF pend[r] = <<>> THEN dur[r] ELSE pend[r][Len(pend[r])].dur
 
 (***************************************************************************)
 (* MUTATION POINTS                                                         *)
@@ -88,7 +135,7 @@ LeaderGuard(r, b) == role[r] = "Candidate" /\ ballot[r] = b
 \* The ballot a new leader of ballot b takes.
 LeaderBallot(r, b) == b
 \* The ballot a restarted replica comes back with.
-RestartBallot(r) == ballot[r]
+RestartBallot(r) == Durable(r).ballot
 \* Merge of slot s for a new leader of ballot b: own is the own instance,
 \* E the set of instances of slot s in the promises (own included).
 MergeEntry(own, E, b) ==
@@ -100,6 +147,28 @@ MergeEntry(own, E, b) ==
     ELSE [bal |-> b, val |-> Noop, com |-> FALSE]          \* gap: no-op
 \* How far replica r may trim.
 TrimLimit(r) == IF gle[r] < lastExecuted[r] THEN gle[r] ELSE lastExecuted[r]
+\* Messages that depend on a step's durable effects wait until they are durable.
+HoldUntilDurable == TRUE
+
+\* The end of every step that writes durable state or sends messages that
+\* depend on it: Now are sent at once, Held once everything the replica has
+\* written so far is durable.  Must come after the step's other conjuncts.
+Out(r, Now, Held) ==
+    IF ~ModelPersist
+    THEN /\ msgs' = msgs \cup Now \cup Held
+         /\ UNCHANGED <<dur, pend>>
+    ELSE LET v == DurNext(r)
+             L == Len(pend[r])
+         IN  IF pend[r] = <<>> /\ v = dur[r]          \* nothing to wait for
+             THEN /\ msgs' = msgs \cup Now \cup Held
+                  /\ UNCHANGED <<dur, pend>>
+             ELSE /\ msgs' = msgs \cup Now \cup (IF HoldUntilDurable THEN {} ELSE Held)
+                  /\ LET h == IF HoldUntilDurable THEN Held ELSE {} IN
+                     pend' = [pend EXCEPT ![r] =
+                                IF v = LastView(r)    \* wait for the last write
+                                THEN [@ EXCEPT ![L].out = @ \cup h]
+                                ELSE Append(@, [dur |-> v, out |-> h])]
+                  /\ UNCHANGED dur
 
 (***************************************************************************)
 Init ==
@@ -119,62 +188,81 @@ Init ==
     /\ owner = [b \in Ballots |-> NoOwner]
     /\ chosen = {}
     /\ crashes = 0
+    /\ dur = [r \in Replicas |-> NoDur]
+    /\ pend = [r \in Replicas |-> <<>>]
 
 (***************************************************************************)
 (* Election                                                                *)
 (***************************************************************************)
-\* Smallest unused ballot above the own one (the id part of real ballots
-\* makes them unique; here uniqueness comes from owner).
-StartElection(r) ==
+\* Any unused ballot above the own one (the id part of real ballots makes
+\* them unique; here uniqueness comes from owner).
+StartElectionAt(r, b) ==
     /\ up[r] /\ role[r] # "Leader"
-    /\ \E b \in Ballots : b > ballot[r] /\ owner[b] = NoOwner
-    /\ LET b == CHOOSE b \in Ballots : b > ballot[r] /\ owner[b] = NoOwner
-                   /\ \A c \in Ballots : (c > ballot[r] /\ owner[c] = NoOwner) => b <= c
-       IN /\ ballot' = [ballot EXCEPT ![r] = b]
-          /\ role' = [role EXCEPT ![r] = "Candidate"]
-          /\ owner' = [owner EXCEPT ![b] = r]
-          /\ Send(Msg("Prepare", r, Broadcast, b, 0, NoVal, lastExecuted[r], 0, NoEntries, NoSnap))
+    /\ b \in Ballots /\ b > ballot[r] /\ owner[b] = NoOwner
+    /\ ballot' = [ballot EXCEPT ![r] = b]
+    /\ role' = [role EXCEPT ![r] = "Candidate"]
+    /\ owner' = [owner EXCEPT ![b] = r]
     /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, chosen, crashes>>
+    /\ Out(r, {}, {Msg("Prepare", r, Broadcast, b, 0, NoVal, lastExecuted[r], 0, NoEntries, NoSnap)})
 
-\* Promise: the instances above the candidate's last executed, and the
-\* snapshot if this replica trimmed beyond it.
+\* Without FineSteps only the smallest unused ballot (fewer states).
+StartElection(r) ==
+    IF FineSteps THEN \E b \in Ballots : StartElectionAt(r, b)
+    ELSE \E b \in Ballots : /\ StartElectionAt(r, b)
+                            /\ \A c \in Ballots : (c > ballot[r] /\ owner[c] = NoOwner) => b <= c
+
+\* A Prepare is answered with a promise if its ballot is higher than the
+\* own one, or (FineSteps) is the own one and comes from its owner: a
+\* resent Prepare, or one whose ballot a StepDown step already adopted.
+PrepareOK(r, m) == m.bal > ballot[r] \/ (FineSteps /\ m.bal = ballot[r] /\ owner[m.bal] = m.from)
+
+\* Promise: the instances above the candidate's last executed, or, if this
+\* replica trimmed beyond it, the executed state and the instances above it.
 HandlePrepare(r, m) ==
     /\ up[r] /\ m.type = "Prepare" /\ For(r, m)
-    /\ m.bal > ballot[r]
+    /\ PrepareOK(r, m)
     /\ ballot' = [ballot EXCEPT ![r] = m.bal]
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ Send(Msg("Promise", r, m.from, m.bal, 0, NoVal, lastExecuted[r], 0,
-                [s \in Slots |-> IF s > m.le THEN log[r][s] ELSE Empty],
-                IF trimmed[r] > m.le THEN snap[r] ELSE NoSnap))
     /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ LET after == IF trimmed[r] > m.le THEN lastExecuted[r] ELSE m.le IN
+       Out(r, {}, {Msg("Promise", r, m.from, m.bal, 0, NoVal, lastExecuted[r], 0,
+                       EntriesOf(r, {s \in Slots : s > after}),
+                       IF trimmed[r] > m.le THEN CurrentSnap(r) ELSE NoSnap)})
 
-\* Promises stay in msgs; BecomeLeader reads all that arrived (HandlePromise
-\* of the implementation only records them: a stutter here).
-Promises(r, b) == {m \in msgs : m.type = "Promise" /\ m.to = r /\ m.bal = b}
+\* A Prepare, Accept or Heartbeat of a lower ballot is answered with the
+\* own ballot (the rejections of the code, one message type here).
+Reject(r, m) ==
+    /\ FineSteps /\ up[r] /\ For(r, m)
+    /\ \/ m.type \in {"Accept", "Heartbeat"} /\ m.bal < ballot[r]
+       \/ m.type = "Prepare" /\ ~PrepareOK(r, m)
+    /\ Send(Msg("Nack", r, m.from, ballot[r], m.slot, NoVal, lastExecuted[r], 0, NoEntries, NoSnap))
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
 
-BecomeLeader(r) ==
-    /\ up[r]
+\* Promises stay in msgs; BecomeLeader reads those of the promisers Q
+\* (HandlePromise of the implementation only records them: a stutter here).
+Promises(r, b, Q) == {m \in msgs : m.type = "Promise" /\ m.to = r /\ m.bal = b /\ m.from \in Q}
+
+BecomeLeaderWith(r, Q) ==
+    /\ up[r] /\ r \notin Q
     /\ \E b \in Ballots :
        /\ owner[b] = r
        /\ LeaderGuard(r, b)
-       /\ LET P     == Promises(r, b)
-              from  == {p.from : p \in P} \cup {r}
+       /\ LET P     == Promises(r, b, Q)
               \* newest snapshot among the promises, if ahead of our state
               sn    == IF \E p \in P : p.snap.le > lastExecuted[r]
                        THEN (CHOOSE p \in P : \A q \in P : q.snap.le <= p.snap.le).snap
-                       ELSE [le |-> lastExecuted[r], kv |-> kv[r], sessions |-> sessions[r],
-                             exec |-> exec[r]]
+                       ELSE CurrentSnap(r)
               le    == sn.le
-              top   == Max({0} \cup {s \in Slots : log[r][s] # Empty}
-                               \cup {s \in Slots : \E p \in P : p.entries[s] # Empty})
-              E(s)  == {p.entries[s] : p \in {p \in P : p.entries[s] # Empty}}
+              top   == Max({LastIndex(r)} \cup UNION {DOMAIN p.entries : p \in P})
+              E(s)  == {p.entries[s] : p \in {p \in P : s \in DOMAIN p.entries}}
                        \cup (IF log[r][s] # Empty THEN {log[r][s]} ELSE {})
               inst  == le > lastExecuted[r]   \* a snapshot is installed
               newlog == [s \in Slots |->
                           IF s <= le THEN (IF inst THEN Empty ELSE log[r][s])
                           ELSE IF s <= top THEN MergeEntry(log[r][s], E(s), LeaderBallot(r, b))
                           ELSE Empty]
-          IN /\ Majority(from)
+          IN /\ {p.from : p \in P} = Q
+             /\ Majority(Q \cup {r})
              /\ ballot' = [ballot EXCEPT ![r] = LeaderBallot(r, b)]
              /\ role' = [role EXCEPT ![r] = "Leader"]
              /\ log' = [log EXCEPT ![r] = newlog]
@@ -185,32 +273,49 @@ BecomeLeader(r) ==
              /\ sessions' = [sessions EXCEPT ![r] = sn.sessions]
              /\ exec' = [exec EXCEPT ![r] = sn.exec]
              /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
-             /\ SendAll({Msg("Accept", r, Broadcast, LeaderBallot(r, b), s, newlog[s].val,
-                             0, 0, NoEntries, NoSnap) : s \in {s \in Slots : le < s /\ s <= top}})
-    /\ UNCHANGED <<up, gle, owner, chosen, crashes>>
+             /\ UNCHANGED <<up, gle, owner, chosen, crashes>>
+             /\ Out(r, {Msg("Accept", r, Broadcast, LeaderBallot(r, b), s, newlog[s].val,
+                            0, 0, NoEntries, NoSnap) : s \in {s \in Slots : le < s /\ s <= top}}, {})
 
-\* A leader or candidate that sees a message with a higher ballot steps
-\* down (a rejection carries the acceptor's ballot; any message of the
-\* higher ballot's owner does too).
+\* The code becomes leader on the first majority of promises; without
+\* FineSteps, on all promises that arrived (fewer states).
+BecomeLeader(r) ==
+    IF FineSteps THEN \E Q \in SUBSET (Replicas \ {r}) : BecomeLeaderWith(r, Q)
+    ELSE BecomeLeaderWith(r, {m.from : m \in {m \in msgs : m.type = "Promise" /\ m.to = r /\ m.bal = ballot[r]}})
+
+\* A replica that sees a message with a higher ballot adopts (and persists)
+\* it; a leader or candidate becomes follower.  Any message carries its
+\* sender's ballot; a Nack carries the rejecting acceptor's.  A follower
+\* does so as a step of its own only with FineSteps (otherwise the handler
+\* of the message raises the ballot itself).
 StepDown(r) ==
-    /\ up[r] /\ role[r] # "Follower"
+    /\ up[r] /\ (FineSteps \/ role[r] # "Follower")
     /\ \E m \in msgs :
        /\ For(r, m) /\ m.bal > ballot[r]
        /\ ballot' = [ballot EXCEPT ![r] = m.bal]
        /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen, crashes>>
+    /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ Out(r, {}, {})
+
+\* A leader that has not heard from a majority for an election timeout
+\* steps down at its own ballot (check quorum; timing is not modelled).
+LoseQuorum(r) ==
+    /\ FineSteps /\ up[r] /\ role[r] = "Leader"
+    /\ role' = [role EXCEPT ![r] = "Follower"]
+    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
 
 (***************************************************************************)
 (* Replication                                                             *)
 (***************************************************************************)
-Propose(r) ==
+ProposeValue(r, v) ==
     /\ up[r] /\ role[r] = "Leader"
     /\ LastIndex(r) < NumSlots
-    /\ \E c \in Commands :
-       LET s == LastIndex(r) + 1 IN
-       /\ log' = [log EXCEPT ![r][s] = [bal |-> ballot[r], val |-> c, com |-> FALSE]]
-       /\ Send(Msg("Accept", r, Broadcast, ballot[r], s, c, 0, 0, NoEntries, NoSnap))
-    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ LET s == LastIndex(r) + 1 IN
+       /\ log' = [log EXCEPT ![r][s] = [bal |-> ballot[r], val |-> v, com |-> FALSE]]
+       /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+       /\ Out(r, {Msg("Accept", r, Broadcast, ballot[r], s, v, 0, 0, NoEntries, NoSnap)}, {})
+
+Propose(r) == \E c \in Commands : ProposeValue(r, c)
 
 \* Store the instance unless the slot is committed, executed or trimmed.
 HandleAccept(r, m) ==
@@ -221,23 +326,25 @@ HandleAccept(r, m) ==
     /\ log' = [log EXCEPT ![r][m.slot] =
                  IF @.com \/ m.slot <= lastExecuted[r] \/ m.slot <= trimmed[r] THEN @
                  ELSE [bal |-> m.bal, val |-> m.val, com |-> FALSE]]
-    /\ Send(Msg("Accepted", r, m.from, m.bal, m.slot, NoVal, 0, 0, NoEntries, NoSnap))
     /\ UNCHANGED <<up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ Out(r, {}, {Msg("Accepted", r, m.from, m.bal, m.slot, NoVal, 0, 0, NoEntries, NoSnap)})
 
-\* The leader commits a slot once a quorum (its own persisted vote
-\* included) accepted it at its ballot.
-HandleAccepted(r) ==
+\* The leader commits slot s once a quorum accepted it at its ballot; its
+\* own vote counts once its instance is durable.
+Acks(r, s) ==
+    {m.from : m \in {m \in msgs : m.type = "Accepted" /\ m.to = r /\ m.bal = ballot[r] /\ m.slot = s}}
+    \cup (IF Durable(r).log[s].bal = ballot[r] THEN {r} ELSE {})
+
+CommitSlot(r, s) ==
     /\ up[r] /\ role[r] = "Leader"
-    /\ \E s \in Slots :
-       /\ log[r][s] # Empty /\ ~log[r][s].com /\ s > lastExecuted[r]
-       /\ LET acks == {m.from : m \in {m \in msgs : m.type = "Accepted" /\ m.to = r
-                                        /\ m.bal = ballot[r] /\ m.slot = s}}
-                      \cup (IF log[r][s].bal = ballot[r] THEN {r} ELSE {})
-          IN /\ acks # {r} \/ CommitQuorum(acks)  \* something new to count
-             /\ CommitQuorum(acks)
-       /\ log' = [log EXCEPT ![r][s].com = TRUE]
-       /\ chosen' = chosen \cup {[slot |-> s, val |-> log[r][s].val, bal |-> ballot[r]]}
-    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, crashes>>
+    /\ log[r][s] # Empty /\ ~log[r][s].com /\ s > lastExecuted[r]
+    /\ log[r][s].bal = ballot[r]
+    /\ CommitQuorum(Acks(r, s))
+    /\ log' = [log EXCEPT ![r][s].com = TRUE]
+    /\ chosen' = chosen \cup {[slot |-> s, val |-> log[r][s].val, bal |-> ballot[r]]}
+    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, crashes, dur, pend>>
+
+HandleAccepted(r) == \E s \in Slots : CommitSlot(r, s)
 
 \* Apply the next committed slot; at most once per (client, seq).
 Execute(r) ==
@@ -245,14 +352,13 @@ Execute(r) ==
     /\ lastExecuted[r] < NumSlots
     /\ LET s == lastExecuted[r] + 1
            v == log[r][s].val
+           a == Applied(r, v)
        IN /\ log[r][s] # Empty /\ log[r][s].com
           /\ lastExecuted' = [lastExecuted EXCEPT ![r] = s]
-          /\ exec' = [exec EXCEPT ![r] = Append(@, v)]
-          /\ IF v # Noop /\ v[2] > sessions[r][v[1]]
-             THEN /\ kv' = [kv EXCEPT ![r] = Append(@, v)]
-                  /\ sessions' = [sessions EXCEPT ![r][v[1]] = v[2]]
-             ELSE UNCHANGED <<kv, sessions>>
-    /\ UNCHANGED <<ballot, role, up, log, trimmed, gle, peerLE, snap, msgs, owner, chosen, crashes>>
+          /\ exec' = [exec EXCEPT ![r] = ExecHistory(@, v)]
+          /\ kv' = [kv EXCEPT ![r] = a.kv]
+          /\ sessions' = [sessions EXCEPT ![r] = a.sessions]
+    /\ UNCHANGED <<ballot, role, up, log, trimmed, gle, peerLE, snap, msgs, owner, chosen, crashes, dur, pend>>
 
 
 (***************************************************************************)
@@ -262,75 +368,101 @@ SendHeartbeat(r) ==
     /\ up[r] /\ role[r] = "Leader"
     /\ Send(Msg("Heartbeat", r, Broadcast, ballot[r], 0, NoVal, lastExecuted[r], gle[r],
                 NoEntries, NoSnap))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
 
 \* Slots a follower commits on heartbeat m: last_executed+1 .. m.le in order,
-\* while the instance exists and FollowerCommitOK (its ballot is m's).
+\* skipping those already committed, while the instance exists and
+\* FollowerCommitOK (its ballot is m's).
 HBCommits(r, m) ==
-    {s \in Slots : /\ lastExecuted[r] < s /\ s <= m.le
+    {s \in Slots : /\ lastExecuted[r] < s /\ s <= m.le /\ ~log[r][s].com
                    /\ \A t \in (lastExecuted[r] + 1)..s :
-                        log[r][t] # Empty /\ FollowerCommitOK(log[r][t], m.bal)}
+                        log[r][t] # Empty /\ (log[r][t].com \/ FollowerCommitOK(log[r][t], m.bal))}
 
+\* Highest slot that in-order execution reaches from le over the log lg.
+RECURSIVE ExecUpTo(_, _)
+ExecUpTo(le, lg) == IF le < NumSlots /\ lg[le + 1].com THEN ExecUpTo(le + 1, lg) ELSE le
+
+\* The reply reports the last executed slot after executing what this
+\* heartbeat committed (the code executes before replying).
 HandleHeartbeat(r, m) ==
     /\ up[r] /\ m.type = "Heartbeat" /\ For(r, m)
     /\ m.bal >= ballot[r]
-    /\ ballot' = [ballot EXCEPT ![r] = m.bal]
-    /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |->
-                  IF s \in HBCommits(r, m) THEN [@[s] EXCEPT !.com = TRUE] ELSE @[s]]]
-    /\ gle' = [gle EXCEPT ![r] = m.gle]
-    /\ IF ModelTrim \/ ModelCatchUp
-       THEN Send(Msg("HeartbeatReply", r, m.from, m.bal, 0, NoVal, lastExecuted[r], 0, NoEntries, NoSnap))
-       ELSE UNCHANGED msgs
-    /\ UNCHANGED <<up, lastExecuted, trimmed, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ LET newlog == [s \in Slots |->
+                        IF s \in HBCommits(r, m) THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]
+       IN /\ ballot' = [ballot EXCEPT ![r] = m.bal]
+          /\ role' = [role EXCEPT ![r] = "Follower"]
+          /\ log' = [log EXCEPT ![r] = newlog]
+          /\ gle' = [gle EXCEPT ![r] = Max2(@, m.gle)]
+          /\ UNCHANGED <<up, lastExecuted, trimmed, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+          /\ Out(r, {}, IF ModelTrim \/ ModelCatchUp
+                        THEN {Msg("HeartbeatReply", r, m.from, m.bal, 0, NoVal,
+                                  ExecUpTo(lastExecuted[r], newlog), 0, NoEntries, NoSnap)}
+                        ELSE {})
 
-Min2(a, b) == IF a < b THEN a ELSE b
-
-\* The leader records the follower's progress, recomputes the global last
-\* executed and, if the follower is behind, sends it a CatchUp with the
-\* committed instances it lacks, or its snapshot if they are trimmed
-\* (SendCatchUp of the trace, folded into this step).
+\* The leader records the follower's progress and recomputes the global
+\* last executed over the followers it heard from recently (H: the code
+\* leaves out followers silent for longer than a grace period).
 HandleHeartbeatReply(r, m) ==
+    /\ ModelTrim
     /\ up[r] /\ role[r] = "Leader" /\ m.type = "HeartbeatReply" /\ For(r, m)
     /\ m.bal = ballot[r]
-    /\ ModelTrim \/ (ModelCatchUp /\ m.le < lastExecuted[r])
-    /\ LET pl == IF ~ModelTrim THEN peerLE[r] ELSE [peerLE[r] EXCEPT ![m.from] = IF m.le > @ THEN m.le ELSE @]
+    /\ LET pl == [peerLE[r] EXCEPT ![m.from] = Max2(@, m.le)]
        IN /\ peerLE' = [peerLE EXCEPT ![r] = pl]
-          /\ gle' = [gle EXCEPT ![r] =
-                 CHOOSE x \in {lastExecuted[r]} \cup {pl[p] : p \in Replicas \ {r}} :
-                   x <= lastExecuted[r] /\ \A p \in Replicas \ {r} : x <= pl[p]]
-    /\ IF ModelCatchUp /\ m.le < lastExecuted[r]
-       THEN Send(Msg("CatchUp", r, m.from, ballot[r], 0, NoVal, lastExecuted[r], 0,
-                     [s \in Slots |-> IF m.le < s /\ s <= lastExecuted[r] /\ s > trimmed[r]
-                                      THEN log[r][s] ELSE Empty],
-                     IF m.le < trimmed[r] THEN snap[r] ELSE NoSnap))
-       ELSE UNCHANGED msgs
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, snap, kv, sessions, exec, owner, chosen, crashes>>
+          /\ \E H \in SUBSET (Replicas \ {r}) :
+               /\ m.from \in H
+               /\ gle' = [gle EXCEPT ![r] = Max2(@, Min({lastExecuted[r]} \cup {pl[p] : p \in H}))]
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, snap, kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
 
-\* A follower stores the chosen instances of a CatchUp as committed, after
-\* installing the snapshot if it carries one ahead of its state
-\* (InstallSnapshot of the trace, folded into this step).
+\* A follower's reply shows it lacks executed slots: the leader sends the
+\* instances m.le+1..hi (hi up to its last executed) ...
+SendCatchUpTo(r, m, hi) ==
+    /\ ModelCatchUp /\ up[r] /\ role[r] = "Leader"
+    /\ m.type = "HeartbeatReply" /\ m.to = r /\ m.bal = ballot[r]
+    /\ trimmed[r] <= m.le /\ m.le < hi /\ hi <= lastExecuted[r]
+    /\ Send(Msg("CatchUp", r, m.from, ballot[r], 0, NoVal, hi, 0,
+                EntriesOf(r, (m.le + 1)..hi), NoSnap))
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+
+\* ... or, if it trimmed them, its executed state.
+SendSnapshot(r, m) ==
+    /\ ModelCatchUp /\ up[r] /\ role[r] = "Leader"
+    /\ m.type = "HeartbeatReply" /\ m.to = r /\ m.bal = ballot[r]
+    /\ m.le < trimmed[r]
+    /\ Send(Msg("Snapshot", r, m.from, ballot[r], 0, NoVal, lastExecuted[r], 0, NoEntries, CurrentSnap(r)))
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+
+SendCatchUp(r) ==
+    \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in Slots : SendCatchUpTo(r, m, hi)
+
+\* A follower stores the chosen instances of a CatchUp as committed.
 HandleCatchUp(r, m) ==
     /\ up[r] /\ m.type = "CatchUp" /\ For(r, m)
     /\ m.bal >= ballot[r]
     /\ ballot' = [ballot EXCEPT ![r] = m.bal]
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ LET inst == m.snap.le > lastExecuted[r]
-           le   == IF inst THEN m.snap.le ELSE lastExecuted[r]
-       IN /\ log' = [log EXCEPT ![r] = [s \in Slots |->
-                       IF inst /\ s <= le THEN Empty
-                       ELSE IF s > le /\ m.entries[s] # Empty /\ ~@[s].com
-                       THEN [m.entries[s] EXCEPT !.com = TRUE]
-                       ELSE @[s]]]
-          /\ IF inst
-             THEN /\ lastExecuted' = [lastExecuted EXCEPT ![r] = le]
-                  /\ trimmed' = [trimmed EXCEPT ![r] = le]
-                  /\ snap' = [snap EXCEPT ![r] = m.snap]
-                  /\ kv' = [kv EXCEPT ![r] = m.snap.kv]
-                  /\ sessions' = [sessions EXCEPT ![r] = m.snap.sessions]
-                  /\ exec' = [exec EXCEPT ![r] = m.snap.exec]
-             ELSE UNCHANGED <<lastExecuted, trimmed, snap, kv, sessions, exec>>
-    /\ UNCHANGED <<up, gle, peerLE, msgs, owner, chosen, crashes>>
+    /\ log' = [log EXCEPT ![r] = [s \in Slots |->
+                 IF s \in DOMAIN m.entries /\ s > lastExecuted[r] /\ ~@[s].com
+                 THEN [m.entries[s] EXCEPT !.com = TRUE]
+                 ELSE @[s]]]
+    /\ UNCHANGED <<up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ Out(r, {}, {})
+
+\* A follower replaces its executed state by a newer one from the leader.
+InstallSnapshot(r, m) ==
+    /\ up[r] /\ m.type = "Snapshot" /\ For(r, m)
+    /\ m.bal >= ballot[r]
+    /\ m.snap.le > lastExecuted[r]
+    /\ ballot' = [ballot EXCEPT ![r] = m.bal]
+    /\ role' = [role EXCEPT ![r] = "Follower"]
+    /\ log' = [log EXCEPT ![r] = [s \in Slots |-> IF s <= m.snap.le THEN Empty ELSE @[s]]]
+    /\ lastExecuted' = [lastExecuted EXCEPT ![r] = m.snap.le]
+    /\ trimmed' = [trimmed EXCEPT ![r] = m.snap.le]
+    /\ snap' = [snap EXCEPT ![r] = m.snap]
+    /\ kv' = [kv EXCEPT ![r] = m.snap.kv]
+    /\ sessions' = [sessions EXCEPT ![r] = m.snap.sessions]
+    /\ exec' = [exec EXCEPT ![r] = m.snap.exec]
+    /\ UNCHANGED <<up, gle, peerLE, owner, chosen, crashes>>
+    /\ Out(r, {}, {})
 
 \* Persist a snapshot at last executed, then drop the log up to TrimLimit.
 Trim(r) ==
@@ -338,49 +470,73 @@ Trim(r) ==
     /\ TrimLimit(r) > trimmed[r]
     /\ trimmed' = [trimmed EXCEPT ![r] = TrimLimit(r)]
     /\ log' = [log EXCEPT ![r] = [s \in Slots |-> IF s <= TrimLimit(r) THEN Empty ELSE @[s]]]
-    /\ snap' = [snap EXCEPT ![r] = [le |-> lastExecuted[r], kv |-> kv[r],
-                                    sessions |-> sessions[r], exec |-> exec[r]]]
-    /\ UNCHANGED <<ballot, role, up, lastExecuted, gle, peerLE, kv, sessions, exec, msgs, owner, chosen, crashes>>
+    /\ snap' = [snap EXCEPT ![r] = CurrentSnap(r)]
+    /\ UNCHANGED <<ballot, role, up, lastExecuted, gle, peerLE, kv, sessions, exec, owner, chosen, crashes>>
+    /\ Out(r, {}, {})
 
 (***************************************************************************)
-(* Faults                                                                  *)
+(* Persistence and faults                                                  *)
 (***************************************************************************)
+\* The first k queued writes are durable: their messages go out.
+PersistUpTo(r, k) ==
+    /\ ModelPersist /\ up[r]
+    /\ 1 <= k /\ k <= Len(pend[r])
+    /\ dur' = [dur EXCEPT ![r] = pend[r][k].dur]
+    /\ msgs' = msgs \cup UNION {pend[r][i].out : i \in 1..k}
+    /\ pend' = [pend EXCEPT ![r] = SubSeq(@, k + 1, Len(@))]
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+
+Persist(r) == \E k \in 1..Len(pend[r]) : PersistUpTo(r, k)
+
+\* Volatile state is lost; writes that reached the disk without being
+\* acknowledged (a prefix of pend) survive, their messages do not.
 Crash(r) ==
     /\ up[r] /\ crashes < MaxCrashes
     /\ up' = [up EXCEPT ![r] = FALSE]
     /\ crashes' = crashes + 1
+    /\ \E k \in 0..Len(pend[r]) :
+         dur' = [dur EXCEPT ![r] = IF k = 0 THEN @ ELSE pend[r][k].dur]
+    /\ pend' = [pend EXCEPT ![r] = <<>>]
     /\ UNCHANGED <<ballot, role, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen>>
 
-\* Persisted: ballot, log instances (without commit marks), snapshot and
-\* trimmed.  Volatile state is rebuilt from the snapshot.
+\* Restart from the durable state: ballot, log instances (executed ones up
+\* to the snapshot count as committed), snapshot and trimmed; the executed
+\* state is the snapshot's.
 Restart(r) ==
     /\ ~up[r]
-    /\ up' = [up EXCEPT ![r] = TRUE]
-    /\ ballot' = [ballot EXCEPT ![r] = RestartBallot(r)]
-    /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |-> [@[s] EXCEPT !.com = FALSE]]]
-    /\ lastExecuted' = [lastExecuted EXCEPT ![r] = snap[r].le]
-    /\ kv' = [kv EXCEPT ![r] = snap[r].kv]
-    /\ sessions' = [sessions EXCEPT ![r] = snap[r].sessions]
-    /\ exec' = [exec EXCEPT ![r] = snap[r].exec]
-    /\ gle' = [gle EXCEPT ![r] = 0]
-    /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
-    /\ UNCHANGED <<trimmed, snap, msgs, owner, chosen, crashes>>
+    /\ LET D == Durable(r) IN
+       /\ up' = [up EXCEPT ![r] = TRUE]
+       /\ ballot' = [ballot EXCEPT ![r] = RestartBallot(r)]
+       /\ role' = [role EXCEPT ![r] = "Follower"]
+       /\ log' = [log EXCEPT ![r] = [s \in Slots |->
+                    IF D.log[s] # Empty /\ s <= D.snap.le THEN [D.log[s] EXCEPT !.com = TRUE]
+                    ELSE D.log[s]]]
+       /\ trimmed' = [trimmed EXCEPT ![r] = D.trimmed]
+       /\ snap' = [snap EXCEPT ![r] = D.snap]
+       /\ lastExecuted' = [lastExecuted EXCEPT ![r] = D.snap.le]
+       /\ kv' = [kv EXCEPT ![r] = D.snap.kv]
+       /\ sessions' = [sessions EXCEPT ![r] = D.snap.sessions]
+       /\ exec' = [exec EXCEPT ![r] = D.snap.exec]
+       /\ gle' = [gle EXCEPT ![r] = 0]
+       /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
+    /\ UNCHANGED <<msgs, owner, chosen, crashes, dur, pend>>
 
 Drop ==
     /\ ModelDrop
     /\ \E m \in msgs : msgs' = msgs \ {m}
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
 
 (***************************************************************************)
 Next ==
     \/ \E r \in Replicas :
-        \/ StartElection(r) \/ BecomeLeader(r) \/ StepDown(r)
+        \/ StartElection(r) \/ BecomeLeader(r) \/ StepDown(r) \/ LoseQuorum(r)
         \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
-        \/ SendHeartbeat(r) \/ Trim(r) \/ Crash(r) \/ Restart(r)
+        \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
+        \/ Persist(r) \/ Crash(r) \/ Restart(r)
         \/ \E m \in msgs :
-            \/ HandlePrepare(r, m) \/ HandleAccept(r, m) \/ HandleHeartbeat(r, m)
-            \/ HandleHeartbeatReply(r, m) \/ HandleCatchUp(r, m)
+            \/ HandlePrepare(r, m) \/ Reject(r, m) \/ HandleAccept(r, m)
+            \/ HandleHeartbeat(r, m) \/ HandleHeartbeatReply(r, m)
+            \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
     \/ Drop
 
 Spec == Init /\ [][Next]_vars
@@ -395,7 +551,7 @@ Snaps == [le : 0..NumSlots, kv : Seq(Commands), sessions : [Clients -> 0..MaxSeq
           exec : Seq(Values)]
 
 TypeOK ==
-    /\ ballot \in [Replicas -> 0..MaxBallot]
+    /\ ballot \in [Replicas -> {0} \cup Ballots]
     /\ role \in [Replicas -> Roles]
     /\ up \in [Replicas -> BOOLEAN]
     /\ log \in [Replicas -> [Slots -> Entry \cup {Empty}]]
@@ -406,6 +562,7 @@ TypeOK ==
     /\ sessions \in [Replicas -> [Clients -> 0..MaxSeq]]
     /\ owner \in [Ballots -> Replicas \cup {NoOwner}]
     /\ crashes \in 0..MaxCrashes
+    /\ \A r \in Replicas : ModelPersist \/ pend[r] = <<>>
 
 \* At most one value is committed per slot, across replicas and over time.
 Agreement ==
