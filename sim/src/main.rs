@@ -64,6 +64,13 @@ enum Cmd {
         /// Virtual seconds of client load.
         #[arg(long)]
         duration: Option<f64>,
+        /// Offered client load, operations per virtual second.
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Validate the trace against the TLA+ spec with TLC (spec/validate);
+        /// the trace goes to --trace, or to a temporary file.
+        #[arg(long)]
+        validate: bool,
         #[arg(long)]
         export_history: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = HistoryFormat::Porcupine)]
@@ -163,6 +170,22 @@ fn summary_value(seed: u64, s: &Scenario, out: &RunOutput) -> serde_json::Value 
     })
 }
 
+/// Runs `spec/validate` on a trace: Ok(true) accepted, Ok(false) rejected.
+fn validate_trace(trace: &std::path::Path) -> Result<bool> {
+    let script = std::env::var_os("STUTTER_VALIDATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../spec/validate"));
+    let status = std::process::Command::new(&script)
+        .arg(trace)
+        .status()
+        .with_context(|| format!("run {} (set STUTTER_VALIDATE to its path)", script.display()))?;
+    match status.code() {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => bail!("{} failed on {}: {status}", script.display(), trace.display()),
+    }
+}
+
 fn parse_range(s: &str) -> Result<(u64, u64)> {
     let (a, b) = s.split_once("..").context("seeds must be A..B")?;
     Ok((a.trim().parse()?, b.trim().parse()?))
@@ -171,11 +194,19 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Run { seed, scenario: name, trace, duration, export_history, format, bug, summary_json } => {
+        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json } => {
             let mut s = scenario(&name, seed)?;
             if let Some(d) = duration {
                 s.duration = (d * 1e6) as u64;
             }
+            if let Some(r) = rate {
+                s.workload.rate = r;
+            }
+            let tmp_trace = std::env::temp_dir().join(format!("sim-{seed}-{}.ndjson", std::process::id()));
+            let trace = match (trace, validate) {
+                (None, true) => Some(tmp_trace.clone()),
+                (t, _) => t,
+            };
             s.bug = bug.map(Bug::from);
             let t = Instant::now();
             let out = match &trace {
@@ -197,8 +228,16 @@ fn main() -> Result<()> {
             if let Some(p) = summary_json {
                 std::fs::write(&p, serde_json::to_vec_pretty(&summary_value(seed, &s, &out))?)?;
             }
+            let verdict = match (&trace, validate) {
+                (Some(p), true) => Some(validate_trace(p)?),
+                _ => None,
+            };
+            let _ = std::fs::remove_file(&tmp_trace);
             if !out.violations.is_empty() {
                 bail!("seed {seed}: {} violation(s)", out.violations.len());
+            }
+            if verdict == Some(false) {
+                bail!("seed {seed}: the trace does not conform to the spec");
             }
         }
         Cmd::Replay { seed, scenario: name } => {

@@ -114,7 +114,9 @@ pub struct Replica {
 impl Replica {
     /// A fresh replica with empty durable state.
     pub fn new(id: ReplicaId, cfg: Config, rng: Box<dyn RngCore + Send>) -> Replica {
-        Self::recover(id, cfg, DurableState::default(), rng)
+        let mut r = Self::recover(id, cfg, DurableState::default(), rng);
+        r.recovered = false;
+        r
     }
 
     /// A replica restarted from the durable state its write-ahead log holds.
@@ -124,7 +126,6 @@ impl Replica {
         durable: DurableState,
         rng: Box<dyn RngCore + Send>,
     ) -> Replica {
-        let recovered = durable != DurableState::default();
         let sm = durable.snapshot.as_deref().cloned().unwrap_or_default();
         let mut log = Log::default();
         log.trim(durable.trimmed);
@@ -141,7 +142,9 @@ impl Replica {
             cfg,
             rng,
             now: 0,
-            recovered,
+            // A restart, even from an empty write-ahead log: the trace must
+            // show that the volatile state of the previous run is gone.
+            recovered: true,
             ballot: durable.ballot,
             log,
             sm,
@@ -276,6 +279,7 @@ impl Replica {
             out.push(Output::Trace(TraceEvent {
                 replica: self.id,
                 time: self.now,
+                last_token: self.next_token,
                 action,
                 state: self.summary(),
             }));
@@ -307,7 +311,12 @@ impl Replica {
     }
 
     fn on_persisted(&mut self, token: u64, out: &mut Vec<Output>) {
-        self.persisted_token = self.persisted_token.max(token.min(self.next_token));
+        let token = token.min(self.next_token);
+        if token <= self.persisted_token {
+            return;
+        }
+        self.persisted_token = token;
+        self.emit(Action::Persisted { token }, out);
         while let Some((t, _)) = self.deferred.front() {
             if *t > self.persisted_token {
                 break;
@@ -346,8 +355,10 @@ impl Replica {
         self.persist(vec![Record::Ballot(b)], out);
         if self.role != Role::Follower {
             self.become_follower(out);
-            self.emit(Action::StepDown { ballot: b }, out);
         }
+        // Traced for followers too: the raise is a step of its own (the
+        // spec's StepDown), persisted before the handler's own records.
+        self.emit(Action::StepDown { ballot: b }, out);
         self.leader = Some(ballot_owner(b));
         true
     }
@@ -503,6 +514,7 @@ impl Replica {
 
         // 1. A promiser that trimmed beyond our last executed sent its state.
         let mut snapshot_from = None;
+        let mut records = Vec::new();
         let best = promises
             .iter()
             .filter_map(|(id, p)| p.snapshot.as_ref().map(|s| (*id, s)))
@@ -511,7 +523,7 @@ impl Replica {
             if snap.last_executed > self.sm.last_executed {
                 snapshot_from = Some(id);
                 let snap = snap.clone();
-                self.install_snapshot(snap, out);
+                records.push(self.install_snapshot(snap, out));
             }
         }
 
@@ -552,8 +564,8 @@ impl Replica {
         self.role = Role::Leader;
         self.leader = Some(self.id);
         let ballot = self.ballot;
-        let mut records = Vec::with_capacity((max_slot - base) as usize);
-        let mut replay = Vec::with_capacity(records.capacity());
+        records.reserve((max_slot - base) as usize);
+        let mut replay = Vec::with_capacity((max_slot - base) as usize);
         let mut summaries = Vec::new();
         for slot in base + 1..=max_slot {
             let (value, committed) = match merged.remove(&slot) {
@@ -840,15 +852,8 @@ impl Replica {
             }
             slot += 1;
         }
-        self.execute_committed(out);
         self.global_last_executed = self.global_last_executed.max(gle);
-        let msg = Message::HeartbeatReply {
-            ballot: b,
-            ok: true,
-            last_executed: self.sm.last_executed,
-            leader_last_executed: lle,
-        };
-        self.send_durable(from, msg, out);
+        // Traced before the executions it enables, which are steps of their own.
         let action = Action::HandleHeartbeat {
             from,
             ballot: b,
@@ -858,6 +863,14 @@ impl Replica {
             committed,
         };
         self.emit(action, out);
+        self.execute_committed(out);
+        let msg = Message::HeartbeatReply {
+            ballot: b,
+            ok: true,
+            last_executed: self.sm.last_executed,
+            leader_last_executed: lle,
+        };
+        self.send_durable(from, msg, out);
         self.maybe_trim(out);
     }
 
@@ -973,17 +986,20 @@ impl Replica {
             return;
         }
         let le = snap.last_executed;
-        self.install_snapshot(snap, out);
+        let record = self.install_snapshot(snap, out);
+        self.persist(vec![record], out);
         self.emit(Action::InstallSnapshot { from, last_executed: le }, out);
         self.execute_committed(out);
     }
 
-    /// Replaces the executed state by a newer snapshot and persists it.
-    fn install_snapshot(&mut self, snap: Arc<Snapshot>, out: &mut Vec<Output>) {
+    /// Replaces the executed state by a newer snapshot; returns the record
+    /// that persists it (the caller persists it with the step's other
+    /// records, so that the step is durable as a whole or not at all).
+    fn install_snapshot(&mut self, snap: Arc<Snapshot>, out: &mut Vec<Output>) -> Record {
         let le = snap.last_executed;
         self.sm = (*snap).clone();
         self.log.trim(le);
-        self.persist(vec![Record::Snapshot { trimmed: le, snapshot: snap }], out);
+        let record = Record::Snapshot { trimmed: le, snapshot: snap };
         // Requests waiting here that the snapshot covers can be answered.
         let done: Vec<(ClientId, Seq)> = self
             .waiting
@@ -998,6 +1014,7 @@ impl Replica {
                 out.push(Output::Reply { client, seq, reply: o.reply() });
             }
         }
+        record
     }
 
     fn maybe_trim(&mut self, out: &mut Vec<Output>) {

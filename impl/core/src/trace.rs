@@ -59,8 +59,13 @@ pub enum Action {
     SendCatchUp { to: ReplicaId, slots: Vec<Slot>, snapshot: bool },
     HandleCatchUp { from: ReplicaId, ballot: Ballot, slots: Vec<Slot> },
     InstallSnapshot { from: ReplicaId, last_executed: Slot },
-    /// A higher ballot was seen: leader or candidate becomes follower.
+    /// A higher ballot was seen and adopted (persisted); a leader or
+    /// candidate becomes follower. With the replica's own ballot: a leader
+    /// that lost contact with a majority stepped down (check quorum).
     StepDown { ballot: Ballot },
+    /// Everything persisted up to `token` is durable: the messages held
+    /// for it are sent now (and the leader's own votes counted).
+    Persisted { token: u64 },
     /// Restarted from durable state.
     Recover,
 }
@@ -80,6 +85,10 @@ pub struct StateSummary {
 pub struct TraceEvent {
     pub replica: ReplicaId,
     pub time: Time,
+    /// The newest persistence token issued so far: what this step wrote,
+    /// and the messages it held back, are durable / sent once a
+    /// `Persisted` with a token at least this high is traced.
+    pub last_token: u64,
     #[serde(flatten)]
     pub action: Action,
     pub state: StateSummary,

@@ -61,7 +61,12 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
         ^ ((opts.id as u64) << 56);
     let rng = Box::new(rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed));
-    let replica = Replica::recover(opts.id, core_cfg, durable, rng);
+    // An empty write-ahead log is a first start: no Recover step to trace.
+    let replica = if durable == stutter_core::DurableState::default() {
+        Replica::new(opts.id, core_cfg, rng)
+    } else {
+        Replica::recover(opts.id, core_cfg, durable, rng)
+    };
 
     let (tx, rx) = mpsc::unbounded_channel::<Event>();
 
@@ -104,9 +109,17 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         )),
         None => None,
     };
+    // The core's clock: microseconds since the Unix epoch, read once and
+    // advanced by the monotonic clock, so that trace times of the replicas
+    // of one machine are comparable (spec/trace/merge.py orders by them).
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
     let mut lp = Loop {
         replica,
         start: Instant::now(),
+        epoch,
         timers: HashMap::new(),
         peers,
         wal: wal_tx,
@@ -145,6 +158,7 @@ fn wal_thread(mut wal: Wal, rx: std::sync::mpsc::Receiver<(u64, Vec<Record>)>, t
 struct Loop {
     replica: Replica,
     start: Instant,
+    epoch: u64,
     timers: HashMap<Timer, Instant>,
     peers: HashMap<ReplicaId, mpsc::Sender<Message>>,
     wal: std::sync::mpsc::Sender<(u64, Vec<Record>)>,
@@ -158,7 +172,7 @@ struct Loop {
 
 impl Loop {
     fn now(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
+        self.epoch + self.start.elapsed().as_micros() as u64
     }
 
     async fn run(&mut self, mut rx: mpsc::UnboundedReceiver<Event>) -> Result<()> {
@@ -276,7 +290,7 @@ impl Loop {
                     }
                 }
                 Output::SetTimer { timer, at } => {
-                    let at = self.start + Duration::from_micros(at);
+                    let at = self.start + Duration::from_micros(at.saturating_sub(self.epoch));
                     self.timers.insert(timer, at);
                 }
                 Output::Persist { token, records } => {
