@@ -34,6 +34,7 @@ enum BugArg {
     CommitWithoutMajority,
     FollowerCommitAnyBallot,
     LocalReads,
+    SkipNoopFill,
 }
 
 impl From<BugArg> for Bug {
@@ -45,6 +46,7 @@ impl From<BugArg> for Bug {
             BugArg::CommitWithoutMajority => Bug::CommitWithoutMajority,
             BugArg::FollowerCommitAnyBallot => Bug::FollowerCommitAnyBallot,
             BugArg::LocalReads => Bug::LocalReads,
+            BugArg::SkipNoopFill => Bug::SkipNoopFill,
         }
     }
 }
@@ -141,7 +143,7 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
         f.pauses, f.pause_ms_total, f.crashes, f.partitions, f.dropped_messages, f.duplicated_messages
     );
     println!("  executed  last slot per replica {:?}", out.final_last_executed);
-    println!("  trace     hash {:016x}, {} events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
+    println!("  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
     if out.violations.is_empty() {
         println!("  checks    ok: agreement, prefixes, ballots, linearizability, lost writes, liveness, convergence");
     } else {

@@ -75,4 +75,7 @@ pub enum Bug {
     FollowerCommitAnyBallot,
     /// The leader answers `Get` from its local state without the log.
     LocalReads,
+    /// A new leader replays the merged slots but leaves the gaps between
+    /// them empty instead of filling them with no-ops.
+    SkipNoopFill,
 }

@@ -22,5 +22,5 @@ pub use io::{Input, Output, Record, Timer};
 pub use message::Message;
 pub use replica::Replica;
 pub use state_machine::{Outcome, Session, Snapshot};
-pub use trace::{Action, StateSummary, TraceEvent};
+pub use trace::{Action, SlotSummary, StateSummary, TraceEvent};
 pub use types::*;

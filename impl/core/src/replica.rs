@@ -570,6 +570,7 @@ impl Replica {
         for slot in base + 1..=max_slot {
             let (value, committed) = match merged.remove(&slot) {
                 Some((v, c, _)) => (v, c),
+                None if self.cfg.injected_bug == Some(Bug::SkipNoopFill) => continue,
                 None => (Value::Noop, false),
             };
             let state = if committed { InstanceState::Committed } else { InstanceState::InProgress };
