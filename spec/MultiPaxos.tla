@@ -87,11 +87,15 @@ Broadcast == "all"
 Send(m)  == msgs' = msgs \cup {m}
 For(r, m) == m.from # r /\ (m.to = Broadcast \/ m.to = r)
 
-\* Highest slot of log lg holding an instance at or below s, or the
-\* trimmed prefix t (recursive: linear, where Max over a set is quadratic).
-RECURSIVE LastIndexOf(_, _, _)
-LastIndexOf(lg, t, s) == IF s <= t THEN t ELSE IF lg[s] # Empty THEN s ELSE LastIndexOf(lg, t, s - 1)
-LastIndex(r) == LastIndexOf(log[r], trimmed[r], NumSlots)
+\* Highest slot of log lg holding an instance, or the trimmed prefix t.
+\* Written so that TLC does linear work in native loops (CHOOSE tries x in
+\* ascending order and each wrong x fails at once): Max over a set would
+\* be quadratic, and a recursive scan costs a context per slot, which
+\* dominated trace validation with thousands of slots.
+LastIndexOf(lg, t) ==
+    CHOOSE x \in t..NumSlots : /\ x = t \/ lg[x] # Empty
+                               /\ \A y \in (x + 1)..NumSlots : lg[y] = Empty
+LastIndex(r) == LastIndexOf(log[r], trimmed[r])
 
 \* The executed state of r, as a snapshot carries it.
 CurrentSnap(r) == [le |-> lastExecuted[r], kv |-> kv[r], sessions |-> sessions[r], exec |-> exec[r]]
@@ -374,7 +378,7 @@ SendHeartbeat(r) ==
 \* skipping those already committed, while the instance exists and
 \* FollowerCommitOK (its ballot is m's).
 HBCommits(r, m) ==
-    {s \in Slots : /\ lastExecuted[r] < s /\ s <= m.le /\ ~log[r][s].com
+    {s \in (lastExecuted[r] + 1)..Min2(m.le, NumSlots) : /\ ~log[r][s].com
                    /\ \A t \in (lastExecuted[r] + 1)..s :
                         log[r][t] # Empty /\ (log[r][t].com \/ FollowerCommitOK(log[r][t], m.bal))}
 
@@ -387,8 +391,8 @@ ExecUpTo(le, lg) == IF le < NumSlots /\ lg[le + 1].com THEN ExecUpTo(le + 1, lg)
 HandleHeartbeat(r, m) ==
     /\ up[r] /\ m.type = "Heartbeat" /\ For(r, m)
     /\ m.bal >= ballot[r]
-    /\ LET newlog == [s \in Slots |->
-                        IF s \in HBCommits(r, m) THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]
+    /\ LET C == HBCommits(r, m)      \* evaluated once, not once per slot
+           newlog == [s \in Slots |-> IF s \in C THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]
        IN /\ ballot' = [ballot EXCEPT ![r] = m.bal]
           /\ role' = [role EXCEPT ![r] = "Follower"]
           /\ log' = [log EXCEPT ![r] = newlog]

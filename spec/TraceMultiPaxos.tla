@@ -9,8 +9,9 @@
 (* left free (which message copy, how many unacknowledged writes a crash  *)
 (* kept).  Every step also compares the replica's state summary.          *)
 (*                                                                         *)
-(* The only silent step is Crash, enabled only when the next event is the *)
-(* Recover of that replica.  TLC prints "TRACE ACCEPTED" and stops when   *)
+(* The silent steps are Crash, enabled only when the next event is the   *)
+(* Recover of that replica, and Prune, which drops the messages no later *)
+(* event can read.  TLC prints "TRACE ACCEPTED" and stops when            *)
 (* the whole trace is matched; register 1 holds the longest matched       *)
 (* prefix, printed as it grows.  See docs/conformance.md.                 *)
 (***************************************************************************)
@@ -38,7 +39,7 @@ Last(S) == Max({0} \cup S)
 StateMatches(r) ==
     /\ ballot'[r] = E.sb
     /\ role'[r] = E.srole
-    /\ LastIndexOf(log'[r], trimmed'[r], NumSlots) = E.sli
+    /\ LastIndexOf(log'[r], trimmed'[r]) = E.sli
     /\ lastExecuted'[r] = E.sle
     /\ gle'[r] = E.sgle
     /\ trimmed'[r] = E.strim
@@ -151,6 +152,29 @@ TraceStep(r) ==
             Restart(r) /\ UNCHANGED ptags /\ Matched(r)
       [] OTHER -> FALSE
 
+\* Pruning the network.  A message no later event can read is dropped (a
+\* Drop step of the spec, several at once), so that the state, and TLC's
+\* time per step, stay small however long the trace.  The converter
+\* computed, for every message key, the last event that may read it.
+FineKey(m) ==
+    <<m.type, m.from, m.bal,
+      IF m.type \in {"Accept", "Accepted"} THEN m.slot
+      ELSE IF m.type \in {"Heartbeat", "HeartbeatReply"} THEN m.le ELSE 0,
+      IF m.type = "Heartbeat" THEN m.gle ELSE 0>>
+LastRead(F, k) == IF k \in DOMAIN F THEN F[k] ELSE 0
+Readable(m) ==
+    \/ LastRead(LastReadFine, FineKey(m)) >= l
+    \/ LastRead(LastReadCoarse, <<m.type, m.from, m.bal>>) >= l
+    \/ LastRead(LastReadBallot, m.bal) >= l
+Unreadable == {m \in msgs : ~Readable(m)}
+
+\* Enabled only when there is something to prune, and then the only step.
+Prune ==
+    /\ Unreadable # {}
+    /\ msgs' = msgs \ Unreadable
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
+                   kv, sessions, exec, owner, chosen, crashes, dur, pend, l, ptags>>
+
 \* Crash is not logged: it happens just before the replica's Recover.
 SilentCrash ==
     /\ E.a = "Recover"
@@ -172,8 +196,9 @@ Accepted ==
     /\ UNCHANGED <<vars, l, ptags>>
 
 TraceNext ==
-    \/ l <= Len(Trace) /\ (TraceStep(E.r) \/ SilentCrash)
-    \/ Accepted
+    \/ Prune
+    \/ Unreadable = {} /\ l <= Len(Trace) /\ (TraceStep(E.r) \/ SilentCrash)
+    \/ Unreadable = {} /\ Accepted
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, l, ptags>>
 =============================================================================
