@@ -5,10 +5,18 @@ Usage: merge.py TRACE... > MERGED.ndjson
 
 Each replica process writes its own trace file; its `time` is microseconds
 since the Unix epoch (read once at start, advanced by the monotonic clock),
-so times of replicas on one machine are comparable.  A message is received
-after it was sent, so ordering all events by time (keeping each file's own
-order for equal times) gives an order consistent with causality, which is
-what the trace spec needs.  Only for replicas sharing one clock.
+so times of replicas on one machine are comparable.  Every event is traced
+with the time its handler started, and a message is received after it was
+sent, so ordering all events by time (keeping each file's own order for
+equal times) gives an order consistent with causality, which is what the
+trace spec needs.  Only for replicas sharing one clock.
+
+A process that was killed loses the end of its trace (buffered lines, a
+torn last line).  So the merged trace stops at the earliest time at which
+some file ends: up to then every file is complete, after it an event could
+answer a message whose sending was lost.  A prefix of a behaviour is a
+behaviour, so the cut trace is still one the spec must accept.  What is
+cut is reported on stderr.
 """
 import heapq
 import json
@@ -16,26 +24,40 @@ import sys
 
 
 def events(i, path):
+    """(time, file index, line number, line) of every readable event."""
+    out = []
     with open(path) as fh:
         for n, line in enumerate(fh):
             line = line.strip()
             if not line:
                 continue
             try:
-                t = json.loads(line)["time"]
-            except (ValueError, KeyError):
+                t = int(json.loads(line)["time"])
+            except (ValueError, KeyError, TypeError):
                 # A process killed mid-write leaves a torn last line.
                 print(f"merge: {path}:{n + 1}: skipped unreadable line", file=sys.stderr)
                 continue
-            yield (t, i, n, line)
+            out.append((t, i, n, line))
+    return out
 
 
 def main():
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    for _, _, _, line in heapq.merge(*(events(i, p) for i, p in enumerate(sys.argv[1:]))):
+    files = [events(i, p) for i, p in enumerate(sys.argv[1:])]
+    ends = [f[-1][0] for f in files if f]
+    cut = min(ends) if ends else 0
+    kept = dropped = 0
+    for t, _, _, line in heapq.merge(*files):
+        if t > cut:
+            dropped += 1
+            continue
+        kept += 1
         print(line)
+    if dropped:
+        print(f"merge: {kept} events; cut {dropped} after time {cut}, where the first trace ends",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

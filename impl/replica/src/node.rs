@@ -43,6 +43,9 @@ pub enum Event {
     Status(oneshot::Sender<StatusInfo>),
     Persisted(u64),
     Fatal(String),
+    /// SIGTERM or SIGINT: stop serving (the trace file is flushed when the
+    /// loop is dropped; everything acknowledged is in the write-ahead log).
+    Shutdown,
 }
 
 /// How long a client request may wait for its reply before the client is
@@ -84,6 +87,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     tracing::info!(id = opts.id, peer = %me.peer_addr, client = %me.client_addr, "replica listening");
 
     tokio::spawn(accept_peers(peer_listener, tx.clone(), cfg.n()));
+    tokio::spawn(forward_shutdown(tx.clone()));
     // Text clients are identified per connection; the numbering must not
     // restart at 1 after a restart, or a new connection would reuse the
     // (client, seq) of an executed request in the replicated session table
@@ -128,6 +132,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         trace,
         cfg,
         unsafe_local_reads: opts.unsafe_local_reads,
+        stopping: false,
     };
     lp.run(rx).await
 }
@@ -168,6 +173,7 @@ struct Loop {
     trace: Option<std::io::BufWriter<std::fs::File>>,
     cfg: ClusterConfig,
     unsafe_local_reads: bool,
+    stopping: bool,
 }
 
 impl Loop {
@@ -211,6 +217,10 @@ impl Loop {
                 }
             }
             self.apply(&mut out);
+            if self.stopping {
+                tracing::info!("shutting down on signal");
+                return Ok(());
+            }
             if self.last_sweep.elapsed() > Duration::from_secs(1) {
                 self.sweep_routes();
             }
@@ -245,6 +255,7 @@ impl Loop {
                 let _ = reply.send(self.status());
             }
             Event::Fatal(e) => anyhow::bail!(e),
+            Event::Shutdown => self.stopping = true,
         }
         Ok(())
     }
@@ -321,6 +332,20 @@ impl Loop {
             }
         }
     }
+}
+
+/// Turns SIGTERM and SIGINT into [`Event::Shutdown`].
+async fn forward_shutdown(tx: mpsc::UnboundedSender<Event>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::warn!("cannot install signal handlers; SIGTERM will kill without flushing the trace");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    let _ = tx.send(Event::Shutdown);
 }
 
 async fn accept_peers(listener: TcpListener, tx: mpsc::UnboundedSender<Event>, n: usize) {
