@@ -83,6 +83,10 @@ def main():
     for r in rows:
         md.append("| " + " | ".join(str(x if not isinstance(x, float) else f"{x:.2f}") for x in r) + " |")
     md += ["", *[f"- {s}" for s in swarm], ""]
+    conformance = read(os.path.join(run, "conformance.txt")).strip().splitlines()
+    if conformance:
+        md += ["## Conformance (trace validated against the spec by TLC)", "",
+               *[f"- {l.strip()}" for l in conformance if l.strip()], ""]
     md += ["## Real cluster (3 replicas on this machine)", ""]
     if bench:
         md += ["| offered/s | ok/s | p50 ms | p99 ms | p99.9 ms | max ms | wrong |", "|---|---|---|---|---|---|---|"]
