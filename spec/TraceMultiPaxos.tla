@@ -156,16 +156,22 @@ TraceStep(r) ==
 \* Drop step of the spec, several at once), so that the state, and TLC's
 \* time per step, stay small however long the trace.  The converter
 \* computed, for every message key, the last event that may read it.
-FineKey(m) ==
-    <<m.type, m.from, m.bal,
-      IF m.type \in {"Accept", "Accepted"} THEN m.slot
-      ELSE IF m.type \in {"Heartbeat", "HeartbeatReply"} THEN m.le ELSE 0,
-      IF m.type = "Heartbeat" THEN m.gle ELSE 0>>
-LastRead(F, k) == IF k \in DOMAIN F THEN F[k] ELSE 0
-Readable(m) ==
-    \/ LastRead(LastReadFine, FineKey(m)) >= l
-    \/ LastRead(LastReadCoarse, <<m.type, m.from, m.bal>>) >= l
-    \/ LastRead(LastReadBallot, m.bal) >= l
+\* LastReadFine[type][from + 1][bal] is [lo, v]: v[x - lo + 1] is the last
+\* event reading the message with that x (TLC looks each level up by
+\* index, or in a set of a few ballots).
+X(m) == IF m.type \in {"Accept", "Accepted"} THEN m.slot
+        ELSE IF m.type \in {"Heartbeat", "HeartbeatReply"} THEN m.le ELSE 0
+FineRead(m) ==
+    LET byBal == LastReadFine[m.type][m.from + 1]
+    IN  IF m.bal \notin DOMAIN byBal THEN 0
+        ELSE LET e == byBal[m.bal]
+                 i == X(m) - e.lo + 1
+             IN  IF 1 <= i /\ i <= Len(e.v) THEN e.v[i] ELSE 0
+CoarseRead(m) ==
+    LET byBal == LastReadCoarse[m.type][m.from + 1]
+    IN  IF m.bal \in DOMAIN byBal THEN byBal[m.bal] ELSE 0
+BallotRead(m) == IF m.bal \in DOMAIN LastReadBallot THEN LastReadBallot[m.bal] ELSE 0
+Readable(m) == FineRead(m) >= l \/ CoarseRead(m) >= l \/ BallotRead(m) >= l
 Unreadable == {m \in msgs : ~Readable(m)}
 
 \* Enabled only when there is something to prune, and then the only step.

@@ -114,12 +114,14 @@ def record(e):
 # the spec, so a pruned behaviour is still one of MultiPaxos).  Which
 # events read which messages is known here, from the whole trace: each
 # reading event names the message by a key, and a message dies after the
-# last event that reads its key.  Keys (TraceMultiPaxos.tla, FineKey):
-# <<type, from, ballot, x, y>> with x the slot of Accept/Accepted or the
-# last executed of Heartbeat/HeartbeatReply, y the global last executed
-# of a Heartbeat, 0 otherwise.  Reads that do not pin a message that
-# finely use a coarse key <<type, from, ballot>> (any x, y) or, for a
-# StepDown (any message of the new ballot), the ballot alone.
+# last event that reads its key.  Keys (TraceMultiPaxos.tla, Readable):
+# (type, from, ballot, x) with x the slot of Accept/Accepted or the last
+# executed of Heartbeat/HeartbeatReply, 0 otherwise.  Reads that do not
+# pin a message that finely use a coarse key (type, from, ballot), any x,
+# or, for a StepDown (any message of the new ballot), the ballot alone.
+
+TYPES = ["Prepare", "Promise", "Nack", "Accept", "Accepted", "Heartbeat",
+         "HeartbeatReply", "CatchUp", "Snapshot"]
 
 
 def message_reads(e, n):
@@ -127,34 +129,34 @@ def message_reads(e, n):
     a, st = e["action"], e["state"]
     fine, coarse, bals = [], [], []
     if a == "HandlePrepare":
-        fine.append(("Prepare", e["from"], e["ballot"], 0, 0))
+        fine.append(("Prepare", e["from"], e["ballot"], 0))
     elif a == "HandlePromise":
-        fine.append(("Promise" if e["ok"] else "Nack", e["from"], e["ballot"], 0, 0))
+        fine.append(("Promise" if e["ok"] else "Nack", e["from"], e["ballot"], 0))
     elif a == "BecomeLeader":
-        fine += [("Promise", q, e["ballot"], 0, 0) for q in e["merged_from"] if q != e["replica"]]
+        fine += [("Promise", q, e["ballot"], 0) for q in e["merged_from"] if q != e["replica"]]
     elif a == "HandleAccept":
-        fine.append(("Accept", e["from"], e["ballot"], e["slot"], 0))
+        fine.append(("Accept", e["from"], e["ballot"], e["slot"]))
     elif a == "HandleAccepted":
         if not e["ok"]:
-            fine.append(("Nack", e["from"], e["ballot"], 0, 0))
+            fine.append(("Nack", e["from"], e["ballot"], 0))
         elif e["committed"]:  # the commit counts every acceptance of the slot
-            fine += [("Accepted", q, e["ballot"], e["slot"], 0) for q in range(n)]
+            fine += [("Accepted", q, e["ballot"], e["slot"]) for q in range(n)]
         elif e["from"] != e["replica"]:
-            fine.append(("Accepted", e["from"], e["ballot"], e["slot"], 0))
+            fine.append(("Accepted", e["from"], e["ballot"], e["slot"]))
     elif a == "HandleHeartbeat":
-        fine.append(("Heartbeat", e["from"], e["ballot"], e["leader_last_executed"], e["global_last_executed"]))
+        fine.append(("Heartbeat", e["from"], e["ballot"], e["leader_last_executed"]))
     elif a == "HandleHeartbeatReply":
         if e["ok"]:
-            fine.append(("HeartbeatReply", e["from"], e["ballot"], e["last_executed"], 0))
+            fine.append(("HeartbeatReply", e["from"], e["ballot"], e["last_executed"]))
         else:
-            fine.append(("Nack", e["from"], e["ballot"], 0, 0))
+            fine.append(("Nack", e["from"], e["ballot"], 0))
     elif a == "SendCatchUp":
         if e["snapshot"] or not e["slots"]:
             coarse.append(("HeartbeatReply", e["to"], st["ballot"]))
         else:
-            fine.append(("HeartbeatReply", e["to"], st["ballot"], e["slots"][0] - 1, 0))
+            fine.append(("HeartbeatReply", e["to"], st["ballot"], e["slots"][0] - 1))
     elif a == "HandleCatchUp":
-        fine.append(("CatchUp", e["from"], e["ballot"], 0, 0))
+        fine.append(("CatchUp", e["from"], e["ballot"], 0))
     elif a == "InstallSnapshot":
         coarse.append(("Snapshot", e["from"], st["ballot"]))
     elif a == "StepDown":
@@ -162,27 +164,24 @@ def message_reads(e, n):
     return fine, coarse, bals
 
 
-def tla(x):
-    if isinstance(x, str):
-        return f'"{x}"'
-    if isinstance(x, tuple):
-        return "<<" + ", ".join(tla(y) for y in x) + ">>"
-    return str(int(x))
+def by_ballot(d):
+    """A TLA+ function over the ballots of d (a small set: a linear search
+    by TLC is cheap), mapping each to TLA+ text d[b]."""
+    if not d:
+        return "[b \\in {} |-> 0]"
+    return " @@ ".join(f"({b} :> {v})" for b, v in sorted(d.items()))
 
 
-def fcn(pairs):
-    """A TLA+ function from a list of (key, value): a balanced @@ tree, so
-    that TLC builds it in n log n when it evaluates the constant once."""
-    if not pairs:
-        return "[k \\in {} |-> 0]"
-    if len(pairs) == 1:
-        k, v = pairs[0]
-        return f"({tla(k)} :> {v})"
-    mid = len(pairs) // 2
-    return f"({fcn(pairs[:mid])} @@ {fcn(pairs[mid:])})"
+def per_type_sender(n, cell):
+    """[type |-> <<cell(type, 0), ..., cell(type, n-1)>>]: a record over the
+    message types and a tuple over the senders, both looked up by TLC in
+    constant time."""
+    return "[" + ", ".join(
+        f"{t} |-> <<" + ", ".join(cell(t, f) for f in range(n)) + ">>" for t in TYPES) + "]"
 
 
-def last_uses(events, n):
+def read_tables(events, n):
+    """TLA+ text of LastReadFine, LastReadCoarse, LastReadBallot."""
     fine, coarse, bals = {}, {}, {}
     for i, e in enumerate(events, 1):
         f, c, b = message_reads(e, n)
@@ -192,7 +191,22 @@ def last_uses(events, n):
             coarse[k] = i
         for k in b:
             bals[k] = i
-    return [sorted(t.items()) for t in (fine, coarse, bals)]
+    # Fine: type -> sender -> ballot -> [lo, v] with v a tuple over
+    # x = lo .. lo + Len(v) - 1 (0 where no event reads), so that the last
+    # level is an array index too.
+    runs = {}
+    for (t, f, b, x), i in fine.items():
+        runs.setdefault((t, f), {}).setdefault(b, {})[x] = i
+    def fine_cell(t, f):
+        d = {}
+        for b, xs in runs.get((t, f), {}).items():
+            lo, hi = min(xs), max(xs)
+            d[b] = f"[lo |-> {lo}, v |-> <<" + ", ".join(str(xs.get(x, 0)) for x in range(lo, hi + 1)) + ">>]"
+        return by_ballot(d)
+    def coarse_cell(t, f):
+        return by_ballot({b: i for (t2, f2, b), i in coarse.items() if (t2, f2) == (t, f)})
+    return (per_type_sender(n, fine_cell), per_type_sender(n, coarse_cell),
+            by_ballot(bals))
 
 
 def main():
@@ -232,11 +246,11 @@ def main():
         out.write(f"TraceReplicas == 0..{n - 1}\n")
         out.write(f"TraceBallots == {setof(ballots) if ballots else '{}'}\n")
         out.write(f"TraceNumSlots == {max(slots) + 1}\n")
-        fine, coarse, bals = last_uses(events, n)
+        fine, coarse, bals = read_tables(events, n)
         out.write("\\* Index of the last event that may read a message, by key (see message_reads).\n")
-        out.write(f"LastReadFine == {fcn(fine)}\n")
-        out.write(f"LastReadCoarse == {fcn(coarse)}\n")
-        out.write(f"LastReadBallot == {fcn(bals)}\n")
+        out.write(f"LastReadFine == {fine}\n")
+        out.write(f"LastReadCoarse == {coarse}\n")
+        out.write(f"LastReadBallot == {bals}\n")
         out.write("Trace == <<\n")
         out.write(",\n".join(recs))
         out.write("\n>>\n====\n")
