@@ -199,10 +199,14 @@ Init ==
 (* Election                                                                *)
 (***************************************************************************)
 \* Any unused ballot above the own one (the id part of real ballots makes
-\* them unique; here uniqueness comes from owner).
+\* them unique; here uniqueness comes from owner).  A replica may also
+\* take again a ballot of its own that a crash made it forget: it is above
+\* its durable ballot only if it never became durable, and then no
+\* message of it ever left (they wait for the write), so no one else knows
+\* it.  (Without ModelPersist no ballot is forgotten.)
 StartElectionAt(r, b) ==
     /\ up[r] /\ role[r] # "Leader"
-    /\ b \in Ballots /\ b > ballot[r] /\ owner[b] = NoOwner
+    /\ b \in Ballots /\ b > ballot[r] /\ owner[b] \in {NoOwner, r}
     /\ ballot' = [ballot EXCEPT ![r] = b]
     /\ role' = [role EXCEPT ![r] = "Candidate"]
     /\ owner' = [owner EXCEPT ![b] = r]
