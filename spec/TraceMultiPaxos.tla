@@ -33,8 +33,6 @@ TraceExecHistory(e, v) == e
 
 E == Trace[l]
 
-Last(S) == Max({0} \cup S)
-
 \* The summary the event reports of its replica's state after the step.
 StateMatches(r) ==
     /\ ballot'[r] = E.sb
