@@ -46,11 +46,24 @@ StateMatches(r) ==
 Tag(r) ==
     ptags' = [ptags EXCEPT ![r] = IF Len(pend'[r]) > Len(pend[r]) THEN Append(@, E.tok) ELSE @]
 
-\* The event's step happened: advance, record the longest prefix matched.
+\* The spec's state of replica q after this step, for diagnostics: what
+\* the next event of q (if it cannot be matched) starts from.
+View(q) ==
+    [replica |-> q, ballot |-> ballot'[q], role |-> role'[q], up |-> up'[q],
+     last_index |-> LastIndexOf(log'[q], trimmed'[q]), last_executed |-> lastExecuted'[q],
+     global_last_executed |-> gle'[q], trimmed |-> trimmed'[q],
+     unsynced_writes |-> Len(pend'[q]),
+     messages_to_it |-> Cardinality({m \in msgs' : For(q, m)})]
+
+\* The event's step happened: advance, record the longest prefix matched
+\* (with the state the next event's replica is then in).
 Matched(r) ==
     /\ StateMatches(r)
     /\ l' = l + 1
-    /\ IF l' > TLCGet(1) THEN TLCSet(1, l') /\ PrintT(<<"matched", l>>) ELSE TRUE
+    /\ IF l' > TLCGet(1)
+       THEN /\ TLCSet(1, l')
+            /\ PrintT(<<"matched", l, IF l' <= Len(Trace) THEN View(Trace[l'].r) ELSE "end">>)
+       ELSE TRUE
 
 \* An event that changes nothing in the spec: the message it names exists.
 Observe(r) == UNCHANGED <<vars, ptags>> /\ Matched(r)
