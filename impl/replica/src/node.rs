@@ -437,17 +437,14 @@ async fn serve_client(stream: TcpStream, tx: mpsc::UnboundedSender<Event>, me: R
         Some(b) => *b,
         None => return Ok(()),
     };
-    let (ctx, crx) = mpsc::unbounded_channel::<ClientResponse>();
     if first == 0 {
+        let (ctx, crx) = mpsc::unbounded_channel::<ClientResponse>();
         tokio::spawn(write_frames(w, crx));
         serve_framed(r, tx, ctx).await
     } else {
         // Text clients have no identity of their own: one per connection.
         let client: ClientId = ((me as u64 + 1) << 48) | (conn_no & 0xffff_ffff_ffff);
-        let writer = tokio::spawn(text::write_lines(w, crx));
-        let result = text::serve(r, tx, ctx, client).await;
-        let _ = writer.await;
-        result
+        text::serve(r, w, tx, client).await
     }
 }
 
