@@ -63,6 +63,45 @@ struct PromiseData {
     snapshot: Option<Arc<Snapshot>>,
 }
 
+/// A read waiting at the leader (ReadIndex): answered once the leader has
+/// confirmed its leadership by a probe sent after the read arrived and has
+/// executed up to `index`.
+#[derive(Debug)]
+struct PendingRead {
+    index: Slot,
+    req: Request,
+}
+
+/// The probe in flight: its id, who acknowledged it, when it was sent.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    id: u64,
+    acks: IdSet,
+    sent: Time,
+}
+
+/// The leader's read queue. Every read is covered by exactly one probe sent
+/// after it arrived; at most one probe is in flight, so all reads that
+/// arrive during a round share the next one (batching).
+#[derive(Debug, Default)]
+struct Reads {
+    next_probe: u64,
+    inflight: Option<Probe>,
+    /// Arrived after the probe in flight was sent: wait for the next one.
+    unprobed: Vec<PendingRead>,
+    /// Covered by the probe in flight.
+    probing: Vec<PendingRead>,
+    /// Leadership confirmed; waiting for execution up to their index
+    /// (indexes never decrease along the queue).
+    confirmed: VecDeque<PendingRead>,
+}
+
+impl Reads {
+    fn len(&self) -> usize {
+        self.unprobed.len() + self.probing.len() + self.confirmed.len()
+    }
+}
+
 /// What the leader knows of a follower.
 #[derive(Clone, Copy, Debug)]
 struct Progress {
@@ -106,6 +145,10 @@ pub struct Replica {
     /// Requests pending or proposed by this leader and not yet executed.
     queued: BTreeSet<(ClientId, Seq)>,
     progress: BTreeMap<ReplicaId, Progress>,
+    /// The highest slot merged and replayed when this replica became
+    /// leader: every write acknowledged by an earlier leader is at or below.
+    replay_top: Slot,
+    reads: Reads,
 
     /// Requests that arrived here and still await their reply.
     waiting: BTreeSet<(ClientId, Seq)>,
@@ -162,6 +205,8 @@ impl Replica {
             pending: VecDeque::new(),
             queued: BTreeSet::new(),
             progress: BTreeMap::new(),
+            replay_top: 0,
+            reads: Reads::default(),
             waiting: BTreeSet::new(),
         }
     }
@@ -210,6 +255,11 @@ impl Replica {
     /// Number of client requests waiting for a slot (leader only).
     pub fn pending_len(&self) -> usize {
         self.pending.len()
+    }
+    /// Number of reads waiting for a leadership confirmation or for
+    /// execution to reach their read index (leader only).
+    pub fn pending_reads(&self) -> usize {
+        self.reads.len()
     }
     pub fn summary(&self) -> StateSummary {
         StateSummary {
@@ -269,6 +319,8 @@ impl Replica {
             Message::InstallSnapshot { ballot, snapshot } => {
                 self.on_install_snapshot(from, ballot, snapshot, out)
             }
+            Message::ReadProbe { ballot, id } => self.on_read_probe(from, ballot, id, out),
+            Message::ReadProbeAck { ballot, id } => self.on_read_probe_ack(from, ballot, id, out),
         }
     }
 
@@ -380,6 +432,13 @@ impl Replica {
                 });
             }
         }
+        // Reads change nothing: redirecting them is always the truth.
+        let reads = std::mem::take(&mut self.reads);
+        let queued = reads.confirmed.into_iter().chain(reads.probing).chain(reads.unprobed);
+        for PendingRead { req, .. } in queued {
+            out.push(Output::Reply { client: req.client, seq: req.seq, reply: Reply::Redirect { leader } });
+        }
+        self.reads.next_probe = reads.next_probe;
         self.last_heard = self.now;
         self.arm_election(self.now, out);
     }
@@ -419,6 +478,7 @@ impl Replica {
                         self.emit(Action::StepDown { ballot: self.ballot }, out);
                     } else {
                         self.send_heartbeats(out);
+                        self.reprobe_if_lost(out);
                     }
                 }
             }
@@ -563,6 +623,7 @@ impl Replica {
         // 3. Replay every merged slot at the new ballot.
         self.role = Role::Leader;
         self.leader = Some(self.id);
+        self.replay_top = max_slot;
         let ballot = self.ballot;
         records.reserve((max_slot - base) as usize);
         let mut replay = Vec::with_capacity((max_slot - base) as usize);
@@ -628,8 +689,17 @@ impl Replica {
                 return;
             }
         }
-        if self.pending.len() >= self.cfg.max_pending {
+        if self.pending.len() + self.reads.len() >= self.cfg.max_pending {
             out.push(Output::Reply { client, seq, reply: Reply::Busy });
+            return;
+        }
+        if let Op::Get { .. } = req.op {
+            // ReadIndex: every write acknowledged before now is at or below
+            // this index (this leader's own are executed; earlier leaders'
+            // were merged and replayed up to `replay_top`).
+            let index = self.sm.last_executed.max(self.replay_top);
+            self.reads.unprobed.push(PendingRead { index, req });
+            self.maybe_probe(out);
             return;
         }
         self.queued.insert((client, seq));
@@ -758,6 +828,99 @@ impl Replica {
             if self.cfg.trace {
                 self.emit(Action::Execute { slot, value: value_ids(&value) }, out);
             }
+        }
+        self.serve_reads(out);
+    }
+
+    // ----- reads (ReadIndex): no log write, no fsync -----
+    //
+    // A read that arrives at the leader records its read index (see
+    // `on_request`). The leader then sends a probe at its ballot; an acceptor
+    // acknowledges only if its ballot is not above the leader's. A majority
+    // of acknowledgments (the leader's own included), all given after the
+    // read arrived, shows that no other leader had been elected when the read
+    // arrived: a newer leader needs promises from a majority, which overlaps
+    // this one, and an acceptor that promised a higher ballot does not
+    // acknowledge. So every write acknowledged before the read arrived is at
+    // or below the read index, and the read is answered from the state once
+    // execution reaches that index. No clock is involved: a paused leader
+    // cannot answer from a stale state after it wakes up, since its probe
+    // must first be acknowledged by a majority at its ballot.
+
+    fn maybe_probe(&mut self, out: &mut Vec<Output>) {
+        if self.role != Role::Leader || self.reads.inflight.is_some() || self.reads.unprobed.is_empty() {
+            return;
+        }
+        if self.cfg.majority() <= 1 {
+            let reads = std::mem::take(&mut self.reads.unprobed);
+            self.reads.confirmed.extend(reads);
+            self.serve_reads(out);
+            return;
+        }
+        self.reads.next_probe += 1;
+        let id = self.reads.next_probe;
+        self.reads.probing = std::mem::take(&mut self.reads.unprobed);
+        self.reads.inflight = Some(Probe { id, acks: IdSet::default(), sent: self.now });
+        let ballot = self.ballot;
+        for p in self.peers() {
+            out.push(Output::Send { to: p, msg: Message::ReadProbe { ballot, id } });
+        }
+    }
+
+    /// A probe lost with a broken connection would hold its reads forever:
+    /// one unanswered for a heartbeat interval is replaced by a new one.
+    fn reprobe_if_lost(&mut self, out: &mut Vec<Output>) {
+        let Some(p) = self.reads.inflight else { return };
+        if p.sent.saturating_add(self.cfg.heartbeat_interval) > self.now {
+            return;
+        }
+        self.reads.inflight = None;
+        let mut reads = std::mem::take(&mut self.reads.probing);
+        reads.append(&mut self.reads.unprobed);
+        self.reads.unprobed = reads;
+        self.maybe_probe(out);
+    }
+
+    fn on_read_probe(&mut self, from: ReplicaId, b: Ballot, id: u64, out: &mut Vec<Output>) {
+        // Not above `b`: this acceptor has promised no higher ballot. Its
+        // state is left alone (the heartbeats and accepts of `b` update it).
+        if b >= self.ballot {
+            out.push(Output::Send { to: from, msg: Message::ReadProbeAck { ballot: b, id } });
+        }
+    }
+
+    fn on_read_probe_ack(&mut self, from: ReplicaId, b: Ballot, id: u64, out: &mut Vec<Output>) {
+        if self.role != Role::Leader || b != self.ballot {
+            return;
+        }
+        let Some(p) = self.reads.inflight.as_mut() else { return };
+        if p.id != id {
+            return;
+        }
+        p.acks.insert(from);
+        if p.acks.len() + 1 < self.cfg.majority() {
+            return;
+        }
+        self.reads.inflight = None;
+        let reads = std::mem::take(&mut self.reads.probing);
+        self.reads.confirmed.extend(reads);
+        self.serve_reads(out);
+        self.maybe_probe(out);
+    }
+
+    /// Answers the confirmed reads whose index is executed.
+    fn serve_reads(&mut self, out: &mut Vec<Output>) {
+        if self.role != Role::Leader {
+            return;
+        }
+        while self.reads.confirmed.front().is_some_and(|r| r.index <= self.sm.last_executed) {
+            let Some(PendingRead { req, .. }) = self.reads.confirmed.pop_front() else { break };
+            let reply = match &req.op {
+                Op::Get { key } => Reply::Value(self.sm.kv.get(key).cloned()),
+                // Only reads are queued here.
+                _ => continue,
+            };
+            out.push(Output::Reply { client: req.client, seq: req.seq, reply });
         }
     }
 
