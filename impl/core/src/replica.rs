@@ -24,6 +24,16 @@ use crate::types::{
 /// cannot make the log allocate without bound.
 const MAX_SLOTS_AHEAD: Slot = 1 << 22;
 
+/// What a request adds to the log and the state, for `Config::trim_bytes`.
+fn request_bytes(req: &Request) -> u64 {
+    let payload = match &req.op {
+        Op::Get { key } | Op::Del { key } => key.len(),
+        Op::Put { key, value } => key.len() + value.len(),
+        Op::Cas { key, from, to } => key.len() + from.as_ref().map_or(0, |f| f.len()) + to.len(),
+    };
+    payload as u64 + 24
+}
+
 /// A set of replica ids (ballots reserve 8 bits for an id).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct IdSet([u64; 4]);
@@ -130,6 +140,8 @@ pub struct Replica {
     election_deadline: Time,
     heartbeat_deadline: Time,
     global_last_executed: Slot,
+    /// Bytes of the requests executed since the last trim.
+    executed_bytes: u64,
 
     // Persistence barrier.
     next_token: u64,
@@ -197,6 +209,7 @@ impl Replica {
             election_deadline: 0,
             heartbeat_deadline: 0,
             global_last_executed: 0,
+            executed_bytes: 0,
             next_token: 0,
             persisted_token: 0,
             deferred: VecDeque::new(),
@@ -811,6 +824,7 @@ impl Replica {
                 _ => break,
             };
             for req in value.requests() {
+                self.executed_bytes += request_bytes(req);
                 let outcome = self.sm.execute(req);
                 let key = (req.client, req.seq);
                 self.queued.remove(&key);
@@ -1182,9 +1196,12 @@ impl Replica {
 
     fn maybe_trim(&mut self, out: &mut Vec<Output>) {
         let to = self.global_last_executed.min(self.sm.last_executed);
-        if to < self.log.trimmed() + self.cfg.trim_every.max(1) {
+        let by_slots = to >= self.log.trimmed() + self.cfg.trim_every.max(1);
+        let by_bytes = self.cfg.trim_bytes > 0 && self.executed_bytes >= self.cfg.trim_bytes && to > self.log.trimmed();
+        if !by_slots && !by_bytes {
             return;
         }
+        self.executed_bytes = 0;
         let snapshot = Arc::new(self.sm.clone());
         self.persist(vec![Record::Snapshot { trimmed: to, snapshot }], out);
         self.log.trim(to);
