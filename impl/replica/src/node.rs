@@ -132,8 +132,13 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     lp.run(rx).await
 }
 
+/// A group commit or a protocol-loop turn slower than this is logged (a
+/// stall here is what tail latency is made of).
+const SLOW: Duration = Duration::from_millis(15);
+
 fn wal_thread(mut wal: Wal, rx: std::sync::mpsc::Receiver<(u64, Vec<Record>)>, tx: mpsc::UnboundedSender<Event>) {
     while let Ok((mut top, records)) = rx.recv() {
+        let started = std::time::Instant::now();
         let mut result = wal.append(records);
         while result.is_ok() {
             match rx.try_recv() {
@@ -144,7 +149,11 @@ fn wal_thread(mut wal: Wal, rx: std::sync::mpsc::Receiver<(u64, Vec<Record>)>, t
                 Err(_) => break,
             }
         }
+        let written = started.elapsed();
         let result = result.and_then(|_| wal.sync());
+        if started.elapsed() > SLOW {
+            tracing::warn!(write_ms = written.as_millis() as u64, total_ms = started.elapsed().as_millis() as u64, "slow group commit");
+        }
         let ev = match result {
             Ok(()) => Event::Persisted(top),
             Err(e) => Event::Fatal(format!("write-ahead log: {e}")),
@@ -180,6 +189,7 @@ impl Loop {
         self.replica.handle(self.now(), Input::Start, &mut out);
         self.apply(&mut out);
         let mut last_flush = Instant::now();
+        let mut turn;
         loop {
             let next_timer = self.timers.values().min().copied();
             let sleep = async {
@@ -191,6 +201,7 @@ impl Loop {
             tokio::select! {
                 ev = rx.recv() => {
                     let Some(ev) = ev else { return Ok(()) };
+                    turn = std::time::Instant::now();
                     self.event(ev, &mut out)?;
                     // Take whatever else is ready before acting: replies,
                     // sends and persists of the whole batch go out together.
@@ -202,6 +213,7 @@ impl Loop {
                     }
                 }
                 _ = sleep => {
+                    turn = std::time::Instant::now();
                     let now = Instant::now();
                     let due: Vec<Timer> = self.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).collect();
                     for t in due {
@@ -211,6 +223,9 @@ impl Loop {
                 }
             }
             self.apply(&mut out);
+            if turn.elapsed() > SLOW {
+                tracing::warn!(ms = turn.elapsed().as_millis() as u64, "slow protocol-loop turn");
+            }
             if self.last_sweep.elapsed() > Duration::from_secs(1) {
                 self.sweep_routes();
             }

@@ -72,6 +72,17 @@ fn crc(seq: u64, body: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// Lowers the calling thread's CPU priority: snapshot writing and segment
+/// preparation are background work that must not delay the protocol loops
+/// and group commits on a machine with few cores.
+fn background_priority() {
+    // SAFETY: gettid and setpriority on the calling thread only.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
+}
+
 fn fsync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -361,6 +372,7 @@ fn preparer(
     rx: std::sync::mpsc::Receiver<Prep>,
     tx: std::sync::mpsc::Sender<std::io::Result<(u64, File)>>,
 ) {
+    background_priority();
     let mut recyclable: Vec<PathBuf> = Vec::new();
     while let Ok(msg) = rx.recv() {
         match msg {
@@ -372,7 +384,10 @@ fn preparer(
                 }
             }
             Prep::Spare => {
+                let started = std::time::Instant::now();
+                let recycled = !recyclable.is_empty();
                 let r = prepare(&dir, next_seq, segment_size, recyclable.pop());
+                tracing::info!(seq = next_seq, recycled, ms = started.elapsed().as_millis() as u64, "spare segment ready");
                 next_seq += 1;
                 if tx.send(r).is_err() {
                     return;
@@ -416,14 +431,17 @@ fn prepare(dir: &Path, seq: u64, segment_size: u64, recycle: Option<PathBuf>) ->
 /// Writes snapshots as they come, skipping to the newest when several
 /// are queued. A failure is logged and the log keeps every instance.
 fn snapshot_thread(dir: PathBuf, rx: std::sync::mpsc::Receiver<Record>, fsync: bool, durable: Arc<AtomicU64>) {
+    background_priority();
     while let Ok(mut rec) = rx.recv() {
         while let Ok(newer) = rx.try_recv() {
             rec = newer;
         }
+        let started = std::time::Instant::now();
         match write_snapshot(&dir, &rec, fsync) {
             Ok(()) => {
                 if let Record::Snapshot { trimmed, .. } = &rec {
                     durable.fetch_max(*trimmed, Ordering::AcqRel);
+                    tracing::info!(trimmed, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
                 }
             }
             Err(e) => tracing::error!(error = %e, "writing snapshot.bin failed; the log still holds everything"),
