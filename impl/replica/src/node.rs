@@ -188,7 +188,6 @@ impl Loop {
         let mut out = Vec::with_capacity(1024);
         self.replica.handle(self.now(), Input::Start, &mut out);
         self.apply(&mut out);
-        let mut last_flush = Instant::now();
         let mut turn;
         loop {
             let next_timer = self.timers.values().min().copied();
@@ -229,12 +228,12 @@ impl Loop {
             if self.last_sweep.elapsed() > Duration::from_secs(1) {
                 self.sweep_routes();
             }
+            // Flushed every turn, before the turn's messages leave (the
+            // peer tasks run when the loop yields): a trace cut short by a
+            // kill never shows a message received whose sending it lost.
             if let Some(w) = self.trace.as_mut() {
-                if last_flush.elapsed() > Duration::from_millis(200) {
-                    use std::io::Write;
-                    let _ = w.flush();
-                    last_flush = Instant::now();
-                }
+                use std::io::Write;
+                let _ = w.flush();
             }
         }
     }
