@@ -1,6 +1,7 @@
 //! The checkers run on every simulated run: per-slot agreement, identical
 //! executed prefixes, ballot monotonicity (across restarts too),
-//! linearizability of the client history (white-box: by execution order),
+//! linearizability of the client history (white-box: by execution order,
+//! with reads served outside the log placed between executed requests),
 //! no lost acknowledged write, final states equal, and liveness.
 
 use std::collections::BTreeMap;
@@ -90,6 +91,8 @@ impl Checker {
         // effect, and what it returned.
         let mut model = Snapshot::default();
         let mut position: BTreeMap<(ClientId, Seq), (usize, stutter_core::Reply)> = BTreeMap::new();
+        // key ↦ (position, value after it) for every request that changed it.
+        let mut versions: BTreeMap<Bytes, Vec<(usize, Option<Bytes>)>> = BTreeMap::new();
         let mut pos = 0usize;
         let mut expected_slot = 1;
         let mut complete_log = true;
@@ -105,7 +108,13 @@ impl Checker {
                     self.violation("linearizability", format!("slot {slot} executed unknown request {id:?}"));
                     continue;
                 };
+                let key = req.op.key().clone();
+                let before = model.kv.get(&key).cloned();
                 if let stutter_core::Outcome::Applied(reply) = model.execute(req) {
+                    let after = model.kv.get(&key).cloned();
+                    if after != before {
+                        versions.entry(key).or_default().push((pos, after));
+                    }
                     position.insert(*id, (pos, reply));
                     pos += 1;
                 }
@@ -117,7 +126,13 @@ impl Checker {
 
         // Every acknowledged operation took effect exactly where its reply says.
         let mut order: Vec<(usize, u64, Option<u64>)> = Vec::new();
+        let mut reads: Vec<&HistOp> = Vec::new();
         for op in history {
+            if op.f == F::Read && op.is_ok() && !position.contains_key(&(op.client, op.seq)) {
+                // Served outside the log (ReadIndex): placed below.
+                reads.push(op);
+                continue;
+            }
             let key = (op.client, op.seq);
             match (&op.outcome, position.get(&key)) {
                 (Outcome::Ok { value, cas_ok }, Some((p, reply))) => {
@@ -165,6 +180,7 @@ impl Checker {
         if let Some((p, c, inv)) = worst {
             self.violation("linearizability", format!("operation at position {p} completed at {c} µs, before an operation ordered earlier was invoked at {inv} µs"));
         }
+        self.check_reads(&reads, requests, &order, &versions, pos);
 
         // Liveness: everything issued completed once the faults healed.
         let pending = history.iter().filter(|o| o.outcome == Outcome::Pending).count();
@@ -188,5 +204,82 @@ impl Checker {
             }
         }
         self.violations
+    }
+
+    /// Reads served without going through the log take effect between two
+    /// executed requests: in "gap" `g` (after the requests at positions
+    /// `< g`). A read is linearizable if some gap returns its value, comes
+    /// after every executed request that completed before the read was
+    /// invoked, before every one invoked after the read completed, and (per
+    /// key) not before the gap of a read that completed before it was
+    /// invoked. Reads are placed greedily in invocation order at the lowest
+    /// such gap, which finds a placement whenever one exists.
+    fn check_reads(
+        &mut self,
+        reads: &[&HistOp],
+        requests: &BTreeMap<(ClientId, Seq), Request>,
+        order: &[(usize, u64, Option<u64>)],
+        versions: &BTreeMap<Bytes, Vec<(usize, Option<Bytes>)>>,
+        gaps: usize,
+    ) {
+        if reads.is_empty() {
+            return;
+        }
+        // Executed requests by completion time (prefix max of position + 1)
+        // and by invocation time (suffix min of position).
+        let mut by_complete: Vec<(u64, usize)> = order.iter().filter_map(|(p, _, c)| c.map(|c| (c, p + 1))).collect();
+        by_complete.sort();
+        for i in 1..by_complete.len() {
+            by_complete[i].1 = by_complete[i].1.max(by_complete[i - 1].1);
+        }
+        let mut by_invoke: Vec<(u64, usize)> = order.iter().map(|(p, i, _)| (*i, *p)).collect();
+        by_invoke.sort();
+        for i in (0..by_invoke.len().saturating_sub(1)).rev() {
+            by_invoke[i].1 = by_invoke[i].1.min(by_invoke[i + 1].1);
+        }
+        let mut reads: Vec<&HistOp> = reads.to_vec();
+        reads.sort_by_key(|r| (r.invoke, r.client, r.seq));
+        // Per key: (completion, gap) of the reads placed so far.
+        let mut placed: BTreeMap<Bytes, Vec<(u64, usize)>> = BTreeMap::new();
+        let none: Vec<(usize, Option<Bytes>)> = Vec::new();
+        for r in reads {
+            let (Some(req), Some(complete), Outcome::Ok { value, .. }) = (requests.get(&(r.client, r.seq)), r.complete, &r.outcome) else {
+                continue;
+            };
+            let key = req.op.key().clone();
+            // Lowest gap: after every request that completed before the read began.
+            let n = by_complete.partition_point(|(c, _)| *c < r.invoke);
+            let mut lo = if n == 0 { 0 } else { by_complete[n - 1].1 };
+            if let Some(ps) = placed.get(&key) {
+                lo = ps.iter().filter(|(c, _)| *c < r.invoke).map(|(_, g)| *g).fold(lo, usize::max);
+            }
+            // Highest gap: before every request invoked after the read ended.
+            let m = by_invoke.partition_point(|(i, _)| *i <= complete);
+            let hi = if m < by_invoke.len() { by_invoke[m].1 } else { gaps };
+            // Gaps where the key holds the value read: version j holds from
+            // just after its write to the write of version j + 1.
+            let vs = versions.get(&key).unwrap_or(&none);
+            let parse = |v: &Option<Bytes>| v.as_ref().and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0);
+            let mut ranges: Vec<(usize, usize)> = Vec::new();
+            if *value == 0 {
+                ranges.push((0, vs.first().map_or(gaps, |v| v.0)));
+            }
+            for (j, (p, v)) in vs.iter().enumerate() {
+                if parse(v) == *value {
+                    ranges.push((p + 1, vs.get(j + 1).map_or(gaps, |n| n.0)));
+                }
+            }
+            let gap = ranges.iter().filter(|(_, end)| *end >= lo).map(|(start, _)| (*start).max(lo)).min();
+            match gap {
+                Some(g) if g <= hi => placed.entry(key).or_default().push((complete, g)),
+                _ => {
+                    let d = format!(
+                        "client {} seq {} read k{} = {} (invoked {} µs, completed {} µs): no point between positions {lo} and {hi} of the executed log has that value",
+                        r.client, r.seq, r.key, value, r.invoke, complete
+                    );
+                    self.violation("linearizability", d);
+                }
+            }
+        }
     }
 }

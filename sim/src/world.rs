@@ -816,6 +816,7 @@ pub fn core_config(s: &Scenario) -> Config {
         max_batch: 16,
         max_pending: 10_000,
         trim_every: s.trim_every,
+        trim_bytes: 0,
         trim_grace: 500 * MS,
         catchup_max: 64,
         trace: true,

@@ -173,40 +173,90 @@ impl Bench {
         Ok(r)
     }
 
-    /// Doubles the rate while the SLO holds, then bisects (5 steps).
-    async fn find_max(&self, sys: &mut System) -> Result<Option<RunResult>> {
-        let mut lo: Option<RunResult> = None;
-        let mut rate = self.args.rate;
-        let mut hi = None;
-        let mut salt = 1;
-        while rate <= self.args.max_rate {
-            let r = self.one(sys, rate, salt).await?;
-            salt += 1;
-            if meets_slo(&r, self.args.slo_p99) {
-                lo = Some(r);
-                rate *= 2.0;
-            } else {
-                hi = Some(rate);
-                break;
+    /// Searches each system's highest rate meeting the SLO: doubles the
+    /// rate while the SLO holds, then bisects (5 steps). The systems' runs
+    /// alternate (one run of each in turn), so that on a shared machine both
+    /// searches see the same background load over time.
+    async fn find_max(&self, systems: &mut [System]) -> Result<Vec<Option<RunResult>>> {
+        let mut searches: Vec<Search> = systems.iter().map(|_| Search::new(self.args.rate)).collect();
+        loop {
+            let mut progressed = false;
+            for (sys, search) in systems.iter_mut().zip(searches.iter_mut()) {
+                let Some(rate) = search.next_rate(self.args.max_rate) else { continue };
+                let r = self.one(sys, rate, search.salt).await?;
+                search.record(r, meets_slo_of(&self.args));
+                progressed = true;
+            }
+            if !progressed {
+                return Ok(searches.into_iter().map(|s| s.lo).collect());
             }
         }
-        if let Some(mut h) = hi {
-            for _ in 0..5 {
-                let l = lo.as_ref().map_or(0.0, |r| r.offered);
-                let mid = (l + h) / 2.0;
-                if h - l < 0.03 * h {
-                    break;
+    }
+}
+
+fn meets_slo_of(args: &Args) -> impl Fn(&RunResult) -> bool + '_ {
+    move |r| meets_slo(r, args.slo_p99)
+}
+
+/// One system's search: doubling, then 5 bisection steps.
+struct Search {
+    lo: Option<RunResult>,
+    hi: Option<f64>,
+    rate: f64,
+    bisections: u32,
+    salt: u64,
+    done: bool,
+}
+
+impl Search {
+    fn new(start: f64) -> Search {
+        Search { lo: None, hi: None, rate: start, bisections: 0, salt: 1, done: false }
+    }
+
+    /// The next rate to try, or `None` when the search is over.
+    fn next_rate(&mut self, max_rate: f64) -> Option<f64> {
+        if self.done {
+            return None;
+        }
+        match self.hi {
+            None if self.rate <= max_rate => Some(self.rate),
+            None => {
+                self.done = true;
+                None
+            }
+            Some(h) => {
+                let l = self.lo.as_ref().map_or(0.0, |r| r.offered);
+                if self.bisections >= 5 || h - l < 0.03 * h {
+                    self.done = true;
+                    return None;
                 }
-                let r = self.one(sys, mid, salt).await?;
-                salt += 1;
-                if meets_slo(&r, self.args.slo_p99) {
-                    lo = Some(r);
+                Some((l + h) / 2.0)
+            }
+        }
+    }
+
+    fn record(&mut self, r: RunResult, meets: impl Fn(&RunResult) -> bool) {
+        self.salt += 1;
+        let ok = meets(&r);
+        let offered = r.offered;
+        match self.hi {
+            None => {
+                if ok {
+                    self.lo = Some(r);
+                    self.rate *= 2.0;
                 } else {
-                    h = mid;
+                    self.hi = Some(offered);
+                }
+            }
+            Some(_) => {
+                self.bisections += 1;
+                if ok {
+                    self.lo = Some(r);
+                } else {
+                    self.hi = Some(offered);
                 }
             }
         }
-        Ok(lo)
     }
 }
 
@@ -227,9 +277,9 @@ async fn main() -> Result<()> {
     print_header();
     let mut best = Vec::new();
     let mut failed = false;
-    for sys in systems.iter_mut() {
-        if bench.args.find_max {
-            let r = bench.find_max(sys).await?;
+    if bench.args.find_max {
+        let results = bench.find_max(&mut systems).await?;
+        for (sys, r) in systems.iter().zip(results) {
             match &r {
                 Some(r) => println!(
                     "{}: max throughput at p99 ≤ {:?}: {:.0} ops/s (offered {:.0}, p99 {:.2} ms)",
@@ -238,6 +288,11 @@ async fn main() -> Result<()> {
                 None => println!("{}: even {:.0} ops/s misses the SLO", sys.name, bench.args.rate),
             }
             best.push((sys.name, r.map(|r| r.achieved)));
+        }
+    }
+    for sys in systems.iter_mut() {
+        if bench.args.find_max {
+            continue;
         } else {
             let r = bench.one(sys, bench.args.rate, 1).await?;
             failed |= r.wrong > 0;

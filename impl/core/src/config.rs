@@ -22,6 +22,11 @@ pub struct Config {
     pub max_pending: usize,
     /// Trim (and snapshot) once this many executed slots can be trimmed.
     pub trim_every: u64,
+    /// Also trim once the requests executed since the last trim carry this
+    /// many bytes (keys and values; 0 = off). A snapshot costs a copy of the
+    /// whole state: by bytes, its cost is a bounded share of the work
+    /// whatever the batch size, while the log it retires stays bounded.
+    pub trim_bytes: u64,
     /// A follower silent for this long no longer holds back trimming.
     pub trim_grace: Time,
     /// Maximum instances in one `CatchUp` message.
@@ -43,7 +48,8 @@ impl Default for Config {
             window: 16,
             max_batch: 256,
             max_pending: 100_000,
-            trim_every: 4096,
+            trim_every: 1 << 20,
+            trim_bytes: 16 << 20,
             trim_grace: 2_000_000,
             catchup_max: 512,
             trace: false,

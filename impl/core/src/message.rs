@@ -37,6 +37,14 @@ pub enum Message {
     CatchUp { ballot: Ballot, entries: Vec<Instance> },
     /// The leader's state, for a follower behind the leader's trim point.
     InstallSnapshot { ballot: Ballot, snapshot: Arc<Snapshot> },
+    /// ReadIndex: the leader asks whether the acceptor still holds no
+    /// ballot above `ballot`, to confirm it is still the leader before it
+    /// answers the reads queued before this probe (`docs/protocol.md`,
+    /// "Reads"). Changes no state anywhere: never traced.
+    ReadProbe { ballot: Ballot, id: u64 },
+    /// Answer to `ReadProbe`, sent only by an acceptor whose ballot is not
+    /// above `ballot` when it handles the probe.
+    ReadProbeAck { ballot: Ballot, id: u64 },
 }
 
 impl Message {
@@ -49,7 +57,9 @@ impl Message {
             | Message::Heartbeat { ballot, .. }
             | Message::HeartbeatReply { ballot, .. }
             | Message::CatchUp { ballot, .. }
-            | Message::InstallSnapshot { ballot, .. } => *ballot,
+            | Message::InstallSnapshot { ballot, .. }
+            | Message::ReadProbe { ballot, .. }
+            | Message::ReadProbeAck { ballot, .. } => *ballot,
         }
     }
 
@@ -64,6 +74,8 @@ impl Message {
             Message::HeartbeatReply { .. } => "HeartbeatReply",
             Message::CatchUp { .. } => "CatchUp",
             Message::InstallSnapshot { .. } => "InstallSnapshot",
+            Message::ReadProbe { .. } => "ReadProbe",
+            Message::ReadProbeAck { .. } => "ReadProbeAck",
         }
     }
 }

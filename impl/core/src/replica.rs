@@ -24,6 +24,16 @@ use crate::types::{
 /// cannot make the log allocate without bound.
 const MAX_SLOTS_AHEAD: Slot = 1 << 22;
 
+/// What a request adds to the log and the state, for `Config::trim_bytes`.
+fn request_bytes(req: &Request) -> u64 {
+    let payload = match &req.op {
+        Op::Get { key } | Op::Del { key } => key.len(),
+        Op::Put { key, value } => key.len() + value.len(),
+        Op::Cas { key, from, to } => key.len() + from.as_ref().map_or(0, |f| f.len()) + to.len(),
+    };
+    payload as u64 + 24
+}
+
 /// A set of replica ids (ballots reserve 8 bits for an id).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct IdSet([u64; 4]);
@@ -63,6 +73,45 @@ struct PromiseData {
     snapshot: Option<Arc<Snapshot>>,
 }
 
+/// A read waiting at the leader (ReadIndex): answered once the leader has
+/// confirmed its leadership by a probe sent after the read arrived and has
+/// executed up to `index`.
+#[derive(Debug)]
+struct PendingRead {
+    index: Slot,
+    req: Request,
+}
+
+/// The probe in flight: its id, who acknowledged it, when it was sent.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    id: u64,
+    acks: IdSet,
+    sent: Time,
+}
+
+/// The leader's read queue. Every read is covered by exactly one probe sent
+/// after it arrived; at most one probe is in flight, so all reads that
+/// arrive during a round share the next one (batching).
+#[derive(Debug, Default)]
+struct Reads {
+    next_probe: u64,
+    inflight: Option<Probe>,
+    /// Arrived after the probe in flight was sent: wait for the next one.
+    unprobed: Vec<PendingRead>,
+    /// Covered by the probe in flight.
+    probing: Vec<PendingRead>,
+    /// Leadership confirmed; waiting for execution up to their index
+    /// (indexes never decrease along the queue).
+    confirmed: VecDeque<PendingRead>,
+}
+
+impl Reads {
+    fn len(&self) -> usize {
+        self.unprobed.len() + self.probing.len() + self.confirmed.len()
+    }
+}
+
 /// What the leader knows of a follower.
 #[derive(Clone, Copy, Debug)]
 struct Progress {
@@ -91,6 +140,8 @@ pub struct Replica {
     election_deadline: Time,
     heartbeat_deadline: Time,
     global_last_executed: Slot,
+    /// Bytes of the requests executed since the last trim.
+    executed_bytes: u64,
 
     // Persistence barrier.
     next_token: u64,
@@ -106,6 +157,10 @@ pub struct Replica {
     /// Requests pending or proposed by this leader and not yet executed.
     queued: BTreeSet<(ClientId, Seq)>,
     progress: BTreeMap<ReplicaId, Progress>,
+    /// The highest slot merged and replayed when this replica became
+    /// leader: every write acknowledged by an earlier leader is at or below.
+    replay_top: Slot,
+    reads: Reads,
 
     /// Requests that arrived here and still await their reply.
     waiting: BTreeSet<(ClientId, Seq)>,
@@ -154,6 +209,7 @@ impl Replica {
             election_deadline: 0,
             heartbeat_deadline: 0,
             global_last_executed: 0,
+            executed_bytes: 0,
             next_token: 0,
             persisted_token: 0,
             deferred: VecDeque::new(),
@@ -162,6 +218,8 @@ impl Replica {
             pending: VecDeque::new(),
             queued: BTreeSet::new(),
             progress: BTreeMap::new(),
+            replay_top: 0,
+            reads: Reads::default(),
             waiting: BTreeSet::new(),
         }
     }
@@ -210,6 +268,11 @@ impl Replica {
     /// Number of client requests waiting for a slot (leader only).
     pub fn pending_len(&self) -> usize {
         self.pending.len()
+    }
+    /// Number of reads waiting for a leadership confirmation or for
+    /// execution to reach their read index (leader only).
+    pub fn pending_reads(&self) -> usize {
+        self.reads.len()
     }
     pub fn summary(&self) -> StateSummary {
         StateSummary {
@@ -269,6 +332,8 @@ impl Replica {
             Message::InstallSnapshot { ballot, snapshot } => {
                 self.on_install_snapshot(from, ballot, snapshot, out)
             }
+            Message::ReadProbe { ballot, id } => self.on_read_probe(from, ballot, id, out),
+            Message::ReadProbeAck { ballot, id } => self.on_read_probe_ack(from, ballot, id, out),
         }
     }
 
@@ -380,6 +445,13 @@ impl Replica {
                 });
             }
         }
+        // Reads change nothing: redirecting them is always the truth.
+        let reads = std::mem::take(&mut self.reads);
+        let queued = reads.confirmed.into_iter().chain(reads.probing).chain(reads.unprobed);
+        for PendingRead { req, .. } in queued {
+            out.push(Output::Reply { client: req.client, seq: req.seq, reply: Reply::Redirect { leader } });
+        }
+        self.reads.next_probe = reads.next_probe;
         self.last_heard = self.now;
         self.arm_election(self.now, out);
     }
@@ -419,6 +491,7 @@ impl Replica {
                         self.emit(Action::StepDown { ballot: self.ballot }, out);
                     } else {
                         self.send_heartbeats(out);
+                        self.reprobe_if_lost(out);
                     }
                 }
             }
@@ -563,6 +636,7 @@ impl Replica {
         // 3. Replay every merged slot at the new ballot.
         self.role = Role::Leader;
         self.leader = Some(self.id);
+        self.replay_top = max_slot;
         let ballot = self.ballot;
         records.reserve((max_slot - base) as usize);
         let mut replay = Vec::with_capacity((max_slot - base) as usize);
@@ -629,8 +703,17 @@ impl Replica {
                 return;
             }
         }
-        if self.pending.len() >= self.cfg.max_pending {
+        if self.pending.len() + self.reads.len() >= self.cfg.max_pending {
             out.push(Output::Reply { client, seq, reply: Reply::Busy });
+            return;
+        }
+        if let Op::Get { .. } = req.op {
+            // ReadIndex: every write acknowledged before now is at or below
+            // this index (this leader's own are executed; earlier leaders'
+            // were merged and replayed up to `replay_top`).
+            let index = self.sm.last_executed.max(self.replay_top);
+            self.reads.unprobed.push(PendingRead { index, req });
+            self.maybe_probe(out);
             return;
         }
         self.queued.insert((client, seq));
@@ -742,6 +825,7 @@ impl Replica {
                 _ => break,
             };
             for req in value.requests() {
+                self.executed_bytes += request_bytes(req);
                 let outcome = self.sm.execute(req);
                 let key = (req.client, req.seq);
                 self.queued.remove(&key);
@@ -759,6 +843,99 @@ impl Replica {
             if self.cfg.trace {
                 self.emit(Action::Execute { slot, value: value_ids(&value) }, out);
             }
+        }
+        self.serve_reads(out);
+    }
+
+    // ----- reads (ReadIndex): no log write, no fsync -----
+    //
+    // A read that arrives at the leader records its read index (see
+    // `on_request`). The leader then sends a probe at its ballot; an acceptor
+    // acknowledges only if its ballot is not above the leader's. A majority
+    // of acknowledgments (the leader's own included), all given after the
+    // read arrived, shows that no other leader had been elected when the read
+    // arrived: a newer leader needs promises from a majority, which overlaps
+    // this one, and an acceptor that promised a higher ballot does not
+    // acknowledge. So every write acknowledged before the read arrived is at
+    // or below the read index, and the read is answered from the state once
+    // execution reaches that index. No clock is involved: a paused leader
+    // cannot answer from a stale state after it wakes up, since its probe
+    // must first be acknowledged by a majority at its ballot.
+
+    fn maybe_probe(&mut self, out: &mut Vec<Output>) {
+        if self.role != Role::Leader || self.reads.inflight.is_some() || self.reads.unprobed.is_empty() {
+            return;
+        }
+        if self.cfg.majority() <= 1 {
+            let reads = std::mem::take(&mut self.reads.unprobed);
+            self.reads.confirmed.extend(reads);
+            self.serve_reads(out);
+            return;
+        }
+        self.reads.next_probe += 1;
+        let id = self.reads.next_probe;
+        self.reads.probing = std::mem::take(&mut self.reads.unprobed);
+        self.reads.inflight = Some(Probe { id, acks: IdSet::default(), sent: self.now });
+        let ballot = self.ballot;
+        for p in self.peers() {
+            out.push(Output::Send { to: p, msg: Message::ReadProbe { ballot, id } });
+        }
+    }
+
+    /// A probe lost with a broken connection would hold its reads forever:
+    /// one unanswered for a heartbeat interval is replaced by a new one.
+    fn reprobe_if_lost(&mut self, out: &mut Vec<Output>) {
+        let Some(p) = self.reads.inflight else { return };
+        if p.sent.saturating_add(self.cfg.heartbeat_interval) > self.now {
+            return;
+        }
+        self.reads.inflight = None;
+        let mut reads = std::mem::take(&mut self.reads.probing);
+        reads.append(&mut self.reads.unprobed);
+        self.reads.unprobed = reads;
+        self.maybe_probe(out);
+    }
+
+    fn on_read_probe(&mut self, from: ReplicaId, b: Ballot, id: u64, out: &mut Vec<Output>) {
+        // Not above `b`: this acceptor has promised no higher ballot. Its
+        // state is left alone (the heartbeats and accepts of `b` update it).
+        if b >= self.ballot {
+            out.push(Output::Send { to: from, msg: Message::ReadProbeAck { ballot: b, id } });
+        }
+    }
+
+    fn on_read_probe_ack(&mut self, from: ReplicaId, b: Ballot, id: u64, out: &mut Vec<Output>) {
+        if self.role != Role::Leader || b != self.ballot {
+            return;
+        }
+        let Some(p) = self.reads.inflight.as_mut() else { return };
+        if p.id != id {
+            return;
+        }
+        p.acks.insert(from);
+        if p.acks.len() + 1 < self.cfg.majority() {
+            return;
+        }
+        self.reads.inflight = None;
+        let reads = std::mem::take(&mut self.reads.probing);
+        self.reads.confirmed.extend(reads);
+        self.serve_reads(out);
+        self.maybe_probe(out);
+    }
+
+    /// Answers the confirmed reads whose index is executed.
+    fn serve_reads(&mut self, out: &mut Vec<Output>) {
+        if self.role != Role::Leader {
+            return;
+        }
+        while self.reads.confirmed.front().is_some_and(|r| r.index <= self.sm.last_executed) {
+            let Some(PendingRead { req, .. }) = self.reads.confirmed.pop_front() else { break };
+            let reply = match &req.op {
+                Op::Get { key } => Reply::Value(self.sm.kv.get(key).cloned()),
+                // Only reads are queued here.
+                _ => continue,
+            };
+            out.push(Output::Reply { client: req.client, seq: req.seq, reply });
         }
     }
 
@@ -1020,9 +1197,12 @@ impl Replica {
 
     fn maybe_trim(&mut self, out: &mut Vec<Output>) {
         let to = self.global_last_executed.min(self.sm.last_executed);
-        if to < self.log.trimmed() + self.cfg.trim_every.max(1) {
+        let by_slots = to >= self.log.trimmed() + self.cfg.trim_every.max(1);
+        let by_bytes = self.cfg.trim_bytes > 0 && self.executed_bytes >= self.cfg.trim_bytes && to > self.log.trimmed();
+        if !by_slots && !by_bytes {
             return;
         }
+        self.executed_bytes = 0;
         let snapshot = Arc::new(self.sm.clone());
         self.persist(vec![Record::Snapshot { trimmed: to, snapshot }], out);
         self.log.trim(to);

@@ -101,7 +101,9 @@ fn run(seed: u64, steps: Vec<Step>) -> Result<Cluster, TestCaseError> {
     let digests: BTreeSet<u64> = c.nodes.iter().map(|n| n.replica.executed_digest()).collect();
     prop_assert_eq!(digests.len(), 1);
 
-    // Every request was answered, and every answer to one request is the same.
+    // Every request was answered, and every answer to one write is the same
+    // (at most once). Reads do not go through the log: each attempt of a
+    // retried read is a read of its own and may see a newer value.
     for (_, req) in &sent {
         let answers: BTreeSet<String> = c
             .replies
@@ -109,7 +111,11 @@ fn run(seed: u64, steps: Vec<Step>) -> Result<Cluster, TestCaseError> {
             .filter(|r| r.1 == req.client && r.2 == req.seq && !r.3.is_definite_rejection())
             .map(|r| format!("{:?}", r.3))
             .collect();
-        prop_assert_eq!(answers.len(), 1, "request {:?}: answers {:?}", (req.client, req.seq), answers);
+        if matches!(req.op, Op::Get { .. }) {
+            prop_assert!(!answers.is_empty(), "read {:?} never answered", (req.client, req.seq));
+        } else {
+            prop_assert_eq!(answers.len(), 1, "request {:?}: answers {:?}", (req.client, req.seq), answers);
+        }
     }
     // Every acknowledged write is in the final state unless a later write
     // to the same key (a higher client id here) executed after it.
@@ -120,9 +126,11 @@ fn run(seed: u64, steps: Vec<Step>) -> Result<Cluster, TestCaseError> {
             let _ = value;
             prop_assert!(!current.is_empty());
         }
-        // Executed exactly once: the session table holds it.
-        let session = c.nodes[0].replica.state_machine().sessions.get(&req.client);
-        prop_assert_eq!(session.map(|s| s.seq), Some(req.seq));
+        // Writes executed exactly once: the session table holds them.
+        if !matches!(req.op, Op::Get { .. }) {
+            let session = c.nodes[0].replica.state_machine().sessions.get(&req.client);
+            prop_assert_eq!(session.map(|s| s.seq), Some(req.seq));
+        }
     }
     Ok(c)
 }

@@ -425,6 +425,37 @@ fn promiser_that_trimmed_past_the_candidate_sends_its_snapshot() {
 }
 
 #[test]
+fn trimming_by_bytes_of_executed_requests() {
+    // Slots alone would never trim here; 40 puts of ~10 bytes plus overhead
+    // pass 1,000 bytes.
+    let cfg = Config { trim_every: 1 << 40, trim_bytes: 1_000, ..test_config(3) };
+    let mut c = Cluster::new(cfg, 3);
+    c.run_fair(2_000);
+    let leader = c.leader().expect("a leader");
+    for seq in 1..=40 {
+        c.input(leader, Input::Request(put(100 + seq, 1, &format!("k{seq}"), "v")));
+        c.run_fair(50);
+    }
+    c.run_fair(500);
+    let trimmed: Vec<Slot> = c.nodes.iter().map(|n| n.replica.trimmed()).collect();
+    assert!(trimmed.iter().all(|t| *t > 0), "everyone trimmed, got {trimmed:?}");
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+    let mut c = Cluster::new(Config { trim_bytes: 0, ..cfg_no_slots() }, 3);
+    c.run_fair(2_000);
+    let leader = c.leader().expect("a leader");
+    for seq in 1..=40 {
+        c.input(leader, Input::Request(put(100 + seq, 1, &format!("k{seq}"), "v")));
+        c.run_fair(50);
+    }
+    c.run_fair(500);
+    assert!(c.nodes.iter().all(|n| n.replica.trimmed() == 0), "neither trigger: no trim");
+}
+
+fn cfg_no_slots() -> Config {
+    Config { trim_every: 1 << 40, ..test_config(3) }
+}
+
+#[test]
 fn leader_cut_off_from_a_majority_steps_down() {
     let (mut r, _) = replica(0);
     let _ = elect(&mut r);

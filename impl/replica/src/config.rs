@@ -39,6 +39,7 @@ pub struct Protocol {
     pub max_batch: Option<usize>,
     pub max_pending: Option<usize>,
     pub trim_every: Option<u64>,
+    pub trim_mb: Option<u64>,
     pub trim_grace_ms: Option<u64>,
 }
 
@@ -95,6 +96,7 @@ impl ClusterConfig {
             max_batch: p.max_batch.unwrap_or(d.max_batch),
             max_pending: p.max_pending.unwrap_or(d.max_pending),
             trim_every: p.trim_every.unwrap_or(d.trim_every),
+            trim_bytes: p.trim_mb.map_or(d.trim_bytes, |mb| mb << 20),
             trim_grace: ms(p.trim_grace_ms, d.trim_grace),
             ..d
         }

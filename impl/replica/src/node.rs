@@ -137,8 +137,13 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     lp.run(rx).await
 }
 
+/// A group commit or a protocol-loop turn slower than this is logged (a
+/// stall here is what tail latency is made of).
+const SLOW: Duration = Duration::from_millis(15);
+
 fn wal_thread(mut wal: Wal, rx: std::sync::mpsc::Receiver<(u64, Vec<Record>)>, tx: mpsc::UnboundedSender<Event>) {
     while let Ok((mut top, records)) = rx.recv() {
+        let started = std::time::Instant::now();
         let mut result = wal.append(records);
         while result.is_ok() {
             match rx.try_recv() {
@@ -149,7 +154,11 @@ fn wal_thread(mut wal: Wal, rx: std::sync::mpsc::Receiver<(u64, Vec<Record>)>, t
                 Err(_) => break,
             }
         }
+        let written = started.elapsed();
         let result = result.and_then(|_| wal.sync());
+        if started.elapsed() > SLOW {
+            tracing::warn!(write_ms = written.as_millis() as u64, total_ms = started.elapsed().as_millis() as u64, "slow group commit");
+        }
         let ev = match result {
             Ok(()) => Event::Persisted(top),
             Err(e) => Event::Fatal(format!("write-ahead log: {e}")),
@@ -185,7 +194,7 @@ impl Loop {
         let mut out = Vec::with_capacity(1024);
         self.replica.handle(self.now(), Input::Start, &mut out);
         self.apply(&mut out);
-        let mut last_flush = Instant::now();
+        let mut turn;
         loop {
             let next_timer = self.timers.values().min().copied();
             let sleep = async {
@@ -197,6 +206,7 @@ impl Loop {
             tokio::select! {
                 ev = rx.recv() => {
                     let Some(ev) = ev else { return Ok(()) };
+                    turn = std::time::Instant::now();
                     self.event(ev, &mut out)?;
                     // Take whatever else is ready before acting: replies,
                     // sends and persists of the whole batch go out together.
@@ -208,6 +218,7 @@ impl Loop {
                     }
                 }
                 _ = sleep => {
+                    turn = std::time::Instant::now();
                     let now = Instant::now();
                     let due: Vec<Timer> = self.timers.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).collect();
                     for t in due {
@@ -221,15 +232,18 @@ impl Loop {
                 tracing::info!("shutting down on signal");
                 return Ok(());
             }
+            if turn.elapsed() > SLOW {
+                tracing::warn!(ms = turn.elapsed().as_millis() as u64, "slow protocol-loop turn");
+            }
             if self.last_sweep.elapsed() > Duration::from_secs(1) {
                 self.sweep_routes();
             }
+            // Flushed every turn, before the turn's messages leave (the
+            // peer tasks run when the loop yields): a trace cut short by a
+            // kill never shows a message received whose sending it lost.
             if let Some(w) = self.trace.as_mut() {
-                if last_flush.elapsed() > Duration::from_millis(200) {
-                    use std::io::Write;
-                    let _ = w.flush();
-                    last_flush = Instant::now();
-                }
+                use std::io::Write;
+                let _ = w.flush();
             }
         }
     }
@@ -462,17 +476,14 @@ async fn serve_client(stream: TcpStream, tx: mpsc::UnboundedSender<Event>, me: R
         Some(b) => *b,
         None => return Ok(()),
     };
-    let (ctx, crx) = mpsc::unbounded_channel::<ClientResponse>();
     if first == 0 {
+        let (ctx, crx) = mpsc::unbounded_channel::<ClientResponse>();
         tokio::spawn(write_frames(w, crx));
         serve_framed(r, tx, ctx).await
     } else {
         // Text clients have no identity of their own: one per connection.
         let client: ClientId = ((me as u64 + 1) << 48) | (conn_no & 0xffff_ffff_ffff);
-        let writer = tokio::spawn(text::write_lines(w, crx));
-        let result = text::serve(r, tx, ctx, client).await;
-        let _ = writer.await;
-        result
+        text::serve(r, w, tx, client).await
     }
 }
 

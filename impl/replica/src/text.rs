@@ -7,11 +7,11 @@
 
 use bytes::Bytes;
 use stutter_core::{ClientId, Op, Reply, Request};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::node::{ConnTx, Event};
+use crate::node::Event;
 use crate::wire::ClientResponse;
 
 /// Longest accepted request line.
@@ -43,96 +43,93 @@ pub fn parse(line: &[u8]) -> Result<Command, String> {
 
 /// The reply line for a response (without its newline).
 pub fn render(resp: &ClientResponse) -> Vec<u8> {
-    match resp {
-        ClientResponse::Reply { reply, .. } => match reply {
-            Reply::Value(Some(v)) => v.to_vec(),
-            Reply::Value(None) => Vec::new(),
-            Reply::Done => b"ok".to_vec(),
-            Reply::Cas { ok: true, .. } => b"ok".to_vec(),
-            Reply::Cas { ok: false, current } => {
-                let mut l = b"fail ".to_vec();
-                l.extend_from_slice(current.as_deref().unwrap_or(b"-"));
-                l
-            }
-            Reply::Redirect { .. } | Reply::Busy => b"retry".to_vec(),
-            Reply::Stale => b"error stale request".to_vec(),
-        },
-        ClientResponse::Redirect { addr: Some(a), .. } => format!("leader is {a}").into_bytes(),
-        ClientResponse::Redirect { addr: None, .. } => b"retry".to_vec(),
-        ClientResponse::Status(s) => serde_json::to_vec(s).unwrap_or_else(|_| b"error status".to_vec()),
-        ClientResponse::Digest { last_executed, digest } => format!("{last_executed} {digest:016x}").into_bytes(),
-        ClientResponse::Error(e) => format!("error {e}").into_bytes(),
-    }
+    let mut out = Vec::new();
+    render_into(resp, &mut out);
+    out
 }
 
-pub async fn serve(
-    mut r: BufReader<OwnedReadHalf>,
-    tx: mpsc::UnboundedSender<Event>,
-    ctx: ConnTx,
-    client: ClientId,
-) -> std::io::Result<()> {
+/// Appends the reply line for a response (without its newline) to `out`.
+pub fn render_into(resp: &ClientResponse, out: &mut Vec<u8>) {
+    let line: std::borrow::Cow<'_, [u8]> = match resp {
+        ClientResponse::Reply { reply, .. } => match reply {
+            Reply::Value(Some(v)) => v[..].into(),
+            Reply::Value(None) => b""[..].into(),
+            Reply::Done => b"ok"[..].into(),
+            Reply::Cas { ok: true, .. } => b"ok"[..].into(),
+            Reply::Cas { ok: false, current } => {
+                out.extend_from_slice(b"fail ");
+                current.as_deref().unwrap_or(b"-").into()
+            }
+            Reply::Redirect { .. } | Reply::Busy => b"retry"[..].into(),
+            Reply::Stale => b"error stale request"[..].into(),
+        },
+        ClientResponse::Redirect { addr: Some(a), .. } => format!("leader is {a}").into_bytes().into(),
+        ClientResponse::Redirect { addr: None, .. } => b"retry"[..].into(),
+        ClientResponse::Status(s) => serde_json::to_vec(s).unwrap_or_else(|_| b"error status".to_vec()).into(),
+        ClientResponse::Digest { last_executed, digest } => format!("{last_executed} {digest:016x}").into_bytes().into(),
+        ClientResponse::Error(e) => format!("error {e}").into_bytes().into(),
+    };
+    out.extend_from_slice(&line);
+}
+
+/// Serves one text connection. Requests are handed to the protocol loop one
+/// at a time: the next line is read only once the previous one is
+/// answered, so replies come back in request order (the protocol has no
+/// request ids) and the connection, a client of its own, never has two
+/// requests outstanding (the core assumes that of every client; reads, which
+/// bypass the log, would otherwise overtake the writes sent before them).
+pub async fn serve(mut r: BufReader<OwnedReadHalf>, mut w: OwnedWriteHalf, tx: mpsc::UnboundedSender<Event>, client: ClientId) -> std::io::Result<()> {
+    let (ctx, mut crx) = mpsc::unbounded_channel::<ClientResponse>();
     let mut seq = 0u64;
     let mut line = Vec::new();
+    let mut out = Vec::new();
     loop {
         line.clear();
         let n = (&mut r).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).await?;
         if n == 0 {
             return Ok(());
         }
-        if line.last() != Some(&b'\n') {
-            if line.len() > MAX_LINE {
-                let _ = ctx.send(ClientResponse::Error("line too long".into()));
-                return Ok(());
-            }
-            // Last line without a newline at end of stream: still a request.
+        if line.last() != Some(&b'\n') && line.len() > MAX_LINE {
+            write_reply(&mut w, &mut out, &ClientResponse::Error("line too long".into())).await?;
+            return Ok(());
         }
+        // A last line without a newline at end of stream is still a request.
         while matches!(line.last(), Some(b'\n' | b'\r')) {
             line.pop();
         }
         if line.is_empty() {
             continue;
         }
-        match parse(&line) {
+        let resp = match parse(&line) {
             Ok(Command::Op(op)) => {
                 seq += 1;
                 if tx.send(Event::Client { conn: ctx.clone(), req: Request { client, seq, op } }).is_err() {
                     return Ok(());
                 }
+                match crx.recv().await {
+                    Some(resp) => resp,
+                    None => return Ok(()),
+                }
             }
             Ok(Command::Status) => {
                 let (otx, orx) = oneshot::channel();
                 let _ = tx.send(Event::Status(otx));
-                if let Ok(s) = orx.await {
-                    let _ = ctx.send(ClientResponse::Status(s));
+                match orx.await {
+                    Ok(s) => ClientResponse::Status(s),
+                    Err(_) => return Ok(()),
                 }
             }
-            Err(e) => {
-                let _ = ctx.send(ClientResponse::Error(e));
-            }
-        }
+            Err(e) => ClientResponse::Error(e),
+        };
+        write_reply(&mut w, &mut out, &resp).await?;
     }
 }
 
-pub async fn write_lines(w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<ClientResponse>) {
-    let mut w = BufWriter::new(w);
-    while let Some(resp) = rx.recv().await {
-        let mut ok = write_one(&mut w, &resp).await;
-        while ok {
-            match rx.try_recv() {
-                Ok(more) => ok = write_one(&mut w, &more).await,
-                Err(_) => break,
-            }
-        }
-        if !ok || w.flush().await.is_err() {
-            return;
-        }
-    }
-}
-
-async fn write_one(w: &mut BufWriter<OwnedWriteHalf>, resp: &ClientResponse) -> bool {
-    let mut line = render(resp);
-    line.push(b'\n');
-    w.write_all(&line).await.is_ok()
+async fn write_reply(w: &mut OwnedWriteHalf, out: &mut Vec<u8>, resp: &ClientResponse) -> std::io::Result<()> {
+    out.clear();
+    render_into(resp, out);
+    out.push(b'\n');
+    w.write_all(out).await
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stutter_core::{Op, Reply, Role};
+use stutter_core::{Op, ReplicaId, Reply, Role};
 use stutter_replica::client::{self, Client};
 
 struct Cluster {
@@ -255,6 +255,16 @@ fn cas_and_redirects_through_the_text_protocol() {
     let cl = Cluster::new();
     let leader = cl.leader(Duration::from_secs(5)).expect("leader");
     let follower = (leader + 1) % 3;
+    // The leader may report itself before its first heartbeat reached the
+    // follower (which would answer `retry`): wait until the follower knows.
+    let rt = rt();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        match rt.block_on(client::status(&cl.clients[follower], Duration::from_millis(200))) {
+            Ok(s) if s.leader == Some(leader as ReplicaId) => break,
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
     let talk = |addr: &str, lines: &[&str]| -> Vec<String> {
         let s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5))).ok();

@@ -24,6 +24,7 @@ pub fn test_config(n: usize) -> Config {
         max_batch: 3,
         max_pending: 1000,
         trim_every: 4,
+        trim_bytes: 0,
         trim_grace: 1_000,
         catchup_max: 8,
         trace: true,
