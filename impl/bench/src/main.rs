@@ -157,7 +157,7 @@ impl Bench {
 
     async fn one(&self, sys: &mut System, rate: f64, salt: u64) -> Result<RunResult> {
         self.ensure_preloaded(sys).await?;
-        let r = runner::run(&self.spec(&sys.addrs, rate), self.generator(salt), true).await;
+        let r = runner::run(&self.spec(&sys.addrs, rate), self.generator(salt), true);
         print_row(sys.name, &r);
         if let Some(w) = &r.first_wrong {
             eprintln!("{}: WRONG ANSWER: {w}", sys.name);
@@ -260,7 +260,7 @@ impl Search {
     }
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let args = Args::parse();
     let mut systems = Vec::new();

@@ -54,6 +54,23 @@ pub fn parse_reply(op: &Op, line: &[u8]) -> Result<Answer, CallError> {
     }
 }
 
+/// Appends the request line for `op`, newline included.
+pub fn encode_request(op: &Op, buf: &mut Vec<u8>) {
+    match op {
+        Op::Read { key } => {
+            buf.extend_from_slice(b"get ");
+            buf.extend_from_slice(key);
+        }
+        Op::Update { key, value } => {
+            buf.extend_from_slice(b"put ");
+            buf.extend_from_slice(key);
+            buf.push(b' ');
+            buf.extend_from_slice(value);
+        }
+    }
+    buf.push(b'\n');
+}
+
 pub struct TextConn {
     addrs: Vec<SocketAddr>,
     current: usize,
@@ -93,19 +110,7 @@ impl TextConn {
             self.connect().await.map_err(|e| CallError::Io(e.to_string()))?;
         }
         self.buf.clear();
-        match op {
-            Op::Read { key } => {
-                self.buf.extend_from_slice(b"get ");
-                self.buf.extend_from_slice(key);
-            }
-            Op::Update { key, value } => {
-                self.buf.extend_from_slice(b"put ");
-                self.buf.extend_from_slice(key);
-                self.buf.push(b' ');
-                self.buf.extend_from_slice(value);
-            }
-        }
-        self.buf.push(b'\n');
+        encode_request(op, &mut self.buf);
         let timeout = self.timeout;
         let Some((r, w)) = self.conn.as_mut() else { return Err(CallError::Io("not connected".into())) };
         let line = &mut self.line;
