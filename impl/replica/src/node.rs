@@ -78,7 +78,8 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     let (wal_tx, wal_rx) = std::sync::mpsc::channel::<(u64, Vec<Record>)>();
     {
         let tx = tx.clone();
-        std::thread::Builder::new().name("wal".into()).spawn(move || wal_thread(wal, wal_rx, tx))?;
+        let interval = Duration::from_micros(cfg.storage.sync_interval_us.unwrap_or(crate::config::DEFAULT_SYNC_INTERVAL_US));
+        std::thread::Builder::new().name("wal".into()).spawn(move || wal_thread(wal, wal_rx, tx, interval))?;
     }
 
     let peer_listener = TcpListener::bind(resolve(&me.peer_addr)?).await.with_context(|| format!("listening on {}", me.peer_addr))?;
@@ -141,9 +142,21 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
 /// stall here is what tail latency is made of).
 const SLOW: Duration = Duration::from_millis(15);
 
-fn wal_thread(mut wal: Wal, rx: std::sync::mpsc::Receiver<(u64, Vec<Record>)>, tx: mpsc::UnboundedSender<Event>) {
+fn wal_thread(
+    mut wal: Wal,
+    rx: std::sync::mpsc::Receiver<(u64, Vec<Record>)>,
+    tx: mpsc::UnboundedSender<Event>,
+    interval: Duration,
+) {
+    let mut last_sync: Option<std::time::Instant> = None;
     while let Ok((mut top, records)) = rx.recv() {
+        // At most one sync per `interval`: what arrives while waiting joins
+        // this group commit.
+        if let Some(wait) = last_sync.and_then(|t| (t + interval).checked_duration_since(std::time::Instant::now())) {
+            std::thread::sleep(wait);
+        }
         let started = std::time::Instant::now();
+        last_sync = Some(started);
         let mut result = wal.append(records);
         while result.is_ok() {
             match rx.try_recv() {
@@ -543,5 +556,40 @@ async fn serve_framed(
                 let _ = ctx.send(ClientResponse::Error(format!("malformed request: {e}")));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(slot: u64) -> Record {
+        Record::Accept { slot, ballot: 1, value: stutter_core::Value::Noop }
+    }
+
+    /// Two persists handed over right after a sync wait for the interval
+    /// and leave in one group commit, reported by the higher token.
+    #[test]
+    fn persists_within_the_sync_interval_share_one_group_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, _) = Wal::open(dir.path(), true).unwrap();
+        let (wal_tx, wal_rx) = std::sync::mpsc::channel();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let interval = Duration::from_millis(200);
+        let thread = std::thread::spawn(move || wal_thread(wal, wal_rx, tx, interval));
+
+        wal_tx.send((1, vec![Record::Ballot(1), accept(1)])).unwrap();
+        assert!(matches!(rx.blocking_recv(), Some(Event::Persisted(1))));
+        let synced = std::time::Instant::now();
+        wal_tx.send((2, vec![accept(2)])).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        wal_tx.send((3, vec![accept(3)])).unwrap();
+        assert!(matches!(rx.blocking_recv(), Some(Event::Persisted(3))));
+        assert!(synced.elapsed() >= Duration::from_millis(150), "synced again after {:?}", synced.elapsed());
+
+        drop(wal_tx);
+        thread.join().unwrap();
+        let (_, durable) = Wal::open(dir.path(), true).unwrap();
+        assert_eq!(durable.accepted.len(), 3, "all three accepts are durable: {durable:?}");
     }
 }
