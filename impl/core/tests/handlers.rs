@@ -398,14 +398,7 @@ fn messages_from_unknown_or_own_ids_are_dropped() {
 
 #[test]
 fn promiser_that_trimmed_past_the_candidate_sends_its_snapshot() {
-    let mut c = Cluster::new(test_config(3), 3);
-    c.run_fair(2_000);
-    let leader = c.leader().expect("a leader");
-    for seq in 1..=20 {
-        c.input(leader, Input::Request(put(100 + seq, 1, &format!("k{seq}"), "v")));
-        c.run_fair(50);
-    }
-    c.run_fair(500);
+    let (mut c, leader) = cluster_after_puts(test_config(3), 20);
     let trimmed: Vec<Slot> = c.nodes.iter().map(|n| n.replica.trimmed()).collect();
     assert!(trimmed.iter().all(|t| *t > 0), "trim_every 4: everyone trimmed, got {trimmed:?}");
     let follower = (leader + 1) % 3;
@@ -429,26 +422,26 @@ fn trimming_by_bytes_of_executed_requests() {
     // Slots alone would never trim here; 40 puts of ~10 bytes plus overhead
     // pass 1,000 bytes.
     let cfg = Config { trim_every: 1 << 40, trim_bytes: 1_000, ..test_config(3) };
-    let mut c = Cluster::new(cfg, 3);
-    c.run_fair(2_000);
-    let leader = c.leader().expect("a leader");
-    for seq in 1..=40 {
-        c.input(leader, Input::Request(put(100 + seq, 1, &format!("k{seq}"), "v")));
-        c.run_fair(50);
-    }
-    c.run_fair(500);
+    let (c, _) = cluster_after_puts(cfg, 40);
     let trimmed: Vec<Slot> = c.nodes.iter().map(|n| n.replica.trimmed()).collect();
     assert!(trimmed.iter().all(|t| *t > 0), "everyone trimmed, got {trimmed:?}");
     assert!(c.violations.is_empty(), "{:?}", c.violations);
-    let mut c = Cluster::new(Config { trim_bytes: 0, ..cfg_no_slots() }, 3);
+    let (c, _) = cluster_after_puts(Config { trim_bytes: 0, ..cfg_no_slots() }, 40);
+    assert!(c.nodes.iter().all(|n| n.replica.trimmed() == 0), "neither trigger: no trim");
+}
+
+/// Three replicas with `cfg` after electing a leader and executing `puts`
+/// puts of distinct keys, one at a time; returns the cluster and the leader.
+fn cluster_after_puts(cfg: Config, puts: u64) -> (Cluster, ReplicaId) {
+    let mut c = Cluster::new(cfg, 3);
     c.run_fair(2_000);
     let leader = c.leader().expect("a leader");
-    for seq in 1..=40 {
+    for seq in 1..=puts {
         c.input(leader, Input::Request(put(100 + seq, 1, &format!("k{seq}"), "v")));
         c.run_fair(50);
     }
     c.run_fair(500);
-    assert!(c.nodes.iter().all(|n| n.replica.trimmed() == 0), "neither trigger: no trim");
+    (c, leader)
 }
 
 fn cfg_no_slots() -> Config {
