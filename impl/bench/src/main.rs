@@ -1,6 +1,7 @@
 //! `bench`: open-loop load generator for stutter and, side by side in the
 //! same invocation, Replicant. See docs/performance.md.
 
+mod framed_target;
 mod runner;
 mod text_target;
 mod workload;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use runner::{RunResult, RunSpec};
+use runner::{Protocol, RunResult, RunSpec};
 use workload::{Distribution, Generator, Mix};
 
 #[derive(Parser, Debug)]
@@ -44,9 +45,21 @@ struct Args {
     key_size: usize,
     #[arg(long, default_value_t = 500)]
     value_size: usize,
-    /// Client connections, each with one request outstanding.
+    /// Client connections to each system.
     #[arg(long, default_value_t = 128)]
     connections: usize,
+    /// Requests outstanding per connection at most (stutter). With the
+    /// framed protocol each is a logical client of its own; Replicant's
+    /// protocol cannot multiplex a connection, so Replicant gets
+    /// `connections × window` connections of one request each instead: the
+    /// same number of requests outstanding for both.
+    #[arg(long, default_value_t = 1)]
+    window: usize,
+    /// The protocol bench speaks to stutter: its own framed protocol, or
+    /// the text protocol it shares with Replicant (Replicant is always
+    /// measured with its text protocol).
+    #[arg(long, value_enum, default_value_t = Protocol::Framed)]
+    protocol: Protocol,
     /// Per-request timeout.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -71,6 +84,11 @@ struct Args {
     /// Append every run as a JSON line to this file (for plots).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Append every measured operation of every run to this CSV file
+    /// (system, offered rate, intended start ms, latency ms): where in a
+    /// run the tail comes from.
+    #[arg(long)]
+    timeline: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }
@@ -103,6 +121,9 @@ fn stutter_addrs(path: &PathBuf) -> Result<Vec<SocketAddr>> {
 struct System {
     name: &'static str,
     addrs: Vec<SocketAddr>,
+    protocol: Protocol,
+    connections: usize,
+    window: usize,
     preloaded: bool,
 }
 
@@ -133,14 +154,17 @@ struct Bench {
 }
 
 impl Bench {
-    fn spec(&self, addrs: &[SocketAddr], rate: f64) -> RunSpec {
+    fn spec(&self, sys: &System, rate: f64) -> RunSpec {
         RunSpec {
-            addrs: addrs.to_vec(),
+            addrs: sys.addrs.clone(),
             rate,
             duration: self.args.duration,
             warmup: self.args.warmup,
-            connections: self.args.connections,
+            connections: sys.connections,
+            window: sys.window,
+            protocol: sys.protocol,
             timeout: self.args.timeout,
+            timeline: self.args.timeline.is_some(),
         }
     }
 
@@ -156,7 +180,7 @@ impl Bench {
         }
         let t = std::time::Instant::now();
         let mut g = self.generator(0);
-        runner::preload(&self.spec(&sys.addrs, 0.0), &mut g).await.with_context(|| format!("preloading {}", sys.name))?;
+        runner::preload(&self.spec(sys, 0.0), &mut g).await.with_context(|| format!("preloading {}", sys.name))?;
         eprintln!("{}: preloaded {} keys in {:.1}s", sys.name, self.args.keys, t.elapsed().as_secs_f64());
         sys.preloaded = true;
         Ok(())
@@ -164,7 +188,7 @@ impl Bench {
 
     async fn one(&self, sys: &mut System, rate: f64, salt: u64) -> Result<RunResult> {
         self.ensure_preloaded(sys).await?;
-        let r = runner::run(&self.spec(&sys.addrs, rate), self.generator(salt), true);
+        let r = runner::run(&self.spec(sys, rate), self.generator(salt), true);
         print_row(sys.name, &r);
         if let Some(w) = &r.first_wrong {
             eprintln!("{}: WRONG ANSWER: {w}", sys.name);
@@ -175,7 +199,19 @@ impl Bench {
             let mut v = serde_json::to_value(&r)?;
             v["system"] = sys.name.into();
             v["workload"] = format!("{:?}", self.args.workload).into();
+            v["protocol"] = format!("{:?}", sys.protocol).to_lowercase().into();
+            v["connections"] = sys.connections.into();
+            v["window"] = sys.window.into();
             writeln!(f, "{v}")?;
+        }
+        if let Some(path) = &self.args.timeline {
+            use std::io::Write;
+            let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+            let mut f = std::io::BufWriter::new(f);
+            for (at, us) in &r.timeline {
+                writeln!(f, "{},{},{},{:.3}", sys.name, r.offered, at, *us as f64 / 1000.0)?;
+            }
+            f.flush()?;
         }
         Ok(r)
     }
@@ -304,10 +340,30 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let mut systems = Vec::new();
     if let Some(c) = &args.config {
-        systems.push(System { name: "stutter", addrs: stutter_addrs(c)?, preloaded: false });
+        systems.push(System {
+            name: "stutter",
+            addrs: stutter_addrs(c)?,
+            protocol: args.protocol,
+            connections: args.connections,
+            window: args.window.max(1),
+            preloaded: false,
+        });
     }
     if !args.replicant.is_empty() {
-        systems.push(System { name: "replicant", addrs: resolve(&args.replicant)?, preloaded: false });
+        systems.push(System {
+            name: "replicant",
+            addrs: resolve(&args.replicant)?,
+            protocol: Protocol::Text,
+            connections: args.connections * args.window.max(1),
+            window: 1,
+            preloaded: false,
+        });
+    }
+    for sys in &systems {
+        eprintln!(
+            "{}: {:?} protocol, {} connections × {} outstanding",
+            sys.name, sys.protocol, sys.connections, sys.window
+        );
     }
     if systems.is_empty() {
         bail!("nothing to measure: give --config (stutter) and/or --replicant");
