@@ -29,6 +29,14 @@ def load(path):
     return runs
 
 
+def label(system, rs):
+    """The system, with how bench spoke to it (newer result files say)."""
+    r = rs[0]
+    if "protocol" not in r:
+        return system
+    return f"{system} ({r['protocol']}, {r['connections']} conn × {r['window']})"
+
+
 def meets(r):
     return r["wrong"] == 0 and r["unfinished"] == 0 and r["p99_ms"] <= SLO_MS and r["achieved"] >= 0.95 * r["offered"]
 
@@ -49,7 +57,7 @@ def main():
             if r["offered"] not in best or r["p99_ms"] < best[r["offered"]]["p99_ms"]:
                 best[r["offered"]] = r
         line = [best[o] for o in sorted(best)]
-        (ln,) = ax.plot([r["offered"] / 1000 for r in line], [r["p99_ms"] for r in line], marker="o", label=system)
+        (ln,) = ax.plot([r["offered"] / 1000 for r in line], [r["p99_ms"] for r in line], marker="o", label=label(system, rs))
         ax.scatter([r["offered"] / 1000 for r in rs], [r["p99_ms"] for r in rs], color=ln.get_color(), alpha=0.35, s=14)
     ax.axhline(SLO_MS, color="grey", linestyle="--", linewidth=1, label=f"SLO p99 = {SLO_MS:g} ms")
     ax.set_yscale("log")
