@@ -85,8 +85,8 @@ struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Append every measured operation of every run to this CSV file
-    /// (system, offered rate, intended start ms, latency ms): where in a
-    /// run the tail comes from.
+    /// (system, offered rate, run number, intended start ms since the
+    /// measurement began, latency ms): where in a run the tail comes from.
     #[arg(long)]
     timeline: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
@@ -209,7 +209,7 @@ impl Bench {
             let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
             let mut f = std::io::BufWriter::new(f);
             for (at, us) in &r.timeline {
-                writeln!(f, "{},{},{},{:.3}", sys.name, r.offered, at, *us as f64 / 1000.0)?;
+                writeln!(f, "{},{},{},{},{:.3}", sys.name, r.offered, salt, at, *us as f64 / 1000.0)?;
             }
             f.flush()?;
         }
