@@ -26,15 +26,12 @@ pub fn encode_request(client: ClientId, seq: Seq, op: &Op, buf: &mut Vec<u8>) ->
 /// What one reply frame means for the bench.
 #[derive(Debug)]
 pub enum Event {
-    /// The reply to `(client, seq)`: an answer, or a reason to retry.
+    /// The reply to `(client, seq)`: an answer, or a reason to send it
+    /// again (`NotLeader`: busy, nothing proposed; `Io`: outcome unknown).
     Reply { client: ClientId, seq: Seq, result: Result<Answer, CallError> },
     /// The replica is not the leader; `addr` is the leader's client address
     /// if it knows one. Nothing was executed.
     Redirect { addr: Option<String> },
-    /// The replica gave up waiting for an outcome it cannot name (its
-    /// route timed out) or the connection is out of step: every request in
-    /// flight on it must be re-sent on a fresh connection.
-    Reset(String),
     /// A reply that no request of this protocol can get.
     Unexpected(String),
 }
@@ -55,7 +52,11 @@ pub fn parse_frame(body: &[u8]) -> Event {
             Event::Reply { client, seq, result }
         }
         Ok(ClientResponse::Redirect { addr, .. }) => Event::Redirect { addr },
-        Ok(ClientResponse::Error(e)) if e.starts_with("timeout") => Event::Reset(e),
+        // The replica gave up waiting for the outcome: send it again
+        // (executed at most once).
+        Ok(ClientResponse::Unknown { client, seq }) => {
+            Event::Reply { client, seq, result: Err(CallError::Io("the replica gave up waiting for the outcome".into())) }
+        }
         Ok(ClientResponse::Error(e)) => Event::Unexpected(format!("error reply: {e}")),
         Ok(other) => Event::Unexpected(format!("unexpected response {other:?}")),
         Err(e) => Event::Unexpected(format!("undecodable reply frame: {e}")),
@@ -124,7 +125,8 @@ mod tests {
         assert!(matches!(redirect, Event::Redirect { addr: Some(a) } if a == "x:1"));
         let in_core = parse(ClientResponse::Reply { client: 4, seq: 9, reply: Reply::Redirect { leader: None } });
         assert!(matches!(in_core, Event::Redirect { addr: None }));
-        assert!(matches!(parse(ClientResponse::Error("timeout: the outcome is unknown".into())), Event::Reset(_)));
+        let unknown = parse(ClientResponse::Unknown { client: 4, seq: 9 });
+        assert!(matches!(unknown, Event::Reply { client: 4, seq: 9, result: Err(CallError::Io(_)) }));
         assert!(matches!(parse(ClientResponse::Error("malformed request".into())), Event::Unexpected(_)));
         assert!(matches!(parse_frame(&[9, 9, 9]), Event::Unexpected(_)));
     }

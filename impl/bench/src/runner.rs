@@ -548,8 +548,9 @@ impl Conn {
                         return self.out_of_step(c, format!("a reply to ({client}, {seq}), which is not in flight"), ctx);
                     };
                     match result {
-                        // Busy: nothing was proposed; send it again.
-                        Err(CallError::NotLeader) => {
+                        // Busy (nothing was proposed) or outcome unknown:
+                        // send the same (client, seq) again.
+                        Err(e @ (CallError::NotLeader | CallError::Io(_))) => {
                             if let Some(job) = self.slots[slot].job.as_mut() {
                                 job.tries += 1;
                                 if job.tries < MAX_TRIES {
@@ -559,7 +560,7 @@ impl Conn {
                             }
                             if let Some(job) = self.slots[slot].job.take() {
                                 self.in_flight -= 1;
-                                ctx.complete(c, slot, job, Err(CallError::NotLeader));
+                                ctx.complete(c, slot, job, Err(e));
                             }
                         }
                         result => {
@@ -574,7 +575,6 @@ impl Conn {
                     let to = addr.and_then(|a| a.parse::<SocketAddr>().ok()).and_then(|a| ctx.addrs.iter().position(|x| *x == a));
                     return self.reset(c, to, CallError::NotLeader, ctx);
                 }
-                Event::Reset(why) => return self.reset(c, None, CallError::Io(why), ctx),
                 Event::Unexpected(what) => return self.out_of_step(c, what, ctx),
             }
         }

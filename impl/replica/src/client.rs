@@ -151,6 +151,13 @@ impl Client {
                         pause = (pause * 2).min(Duration::from_millis(200));
                     }
                 }
+                Ok(ClientResponse::Unknown { .. }) => {
+                    // The leader it went to may have lost leadership: the
+                    // same (client, seq) again, elsewhere, after a pause.
+                    self.move_to(None);
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
                 Ok(ClientResponse::Error(e)) => return Err(ClientError::Protocol(e)),
                 Ok(other) => return Err(ClientError::Protocol(format!("unexpected response {other:?}"))),
                 Err(_) => self.move_to(None),
@@ -166,5 +173,51 @@ pub async fn status(addr: &str, timeout: Duration) -> std::io::Result<StatusInfo
     match round_trip(&mut conn, &ClientRequest::Status, timeout).await? {
         ClientResponse::Status(s) => Ok(s),
         other => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("unexpected {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stutter_core::Op;
+    use tokio::net::TcpListener;
+
+    /// A replica that answers the first request "outcome unknown" and the
+    /// retry with `Done`; it records every (client, seq) it was sent.
+    async fn unknown_then_done() -> (String, tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq)>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (seen_tx, seen) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut first = true;
+            loop {
+                let Ok((s, _)) = listener.accept().await else { return };
+                let (r, mut w) = s.into_split();
+                let mut r = BufReader::new(r);
+                while let Ok(Some(body)) = wire::read_frame(&mut r, wire::MAX_CLIENT_FRAME).await {
+                    let Ok(ClientRequest::Op { client, seq, .. }) = wire::decode(&body) else { return };
+                    let _ = seen_tx.send((client, seq));
+                    let resp = if std::mem::take(&mut first) {
+                        ClientResponse::Unknown { client, seq }
+                    } else {
+                        ClientResponse::Reply { client, seq, reply: Reply::Done }
+                    };
+                    if w.write_all(&wire::encode(&resp).unwrap()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        (addr, seen)
+    }
+
+    #[tokio::test]
+    async fn an_unknown_outcome_is_retried_with_the_same_sequence_number() {
+        let (addr, mut seen) = unknown_then_done().await;
+        let mut c = Client::new(vec![addr.clone(), addr], 42).with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
+        let r = c.call(Op::Put { key: "k".into(), value: "v".into() }).await;
+        assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
+        assert_eq!(seen.recv().await, Some((42, 1)));
+        assert_eq!(seen.recv().await, Some((42, 1)), "the retry reuses (client, seq)");
     }
 }

@@ -298,7 +298,7 @@ impl Loop {
             self.routes.iter().filter(|(_, (_, since))| since.elapsed() > ROUTE_TIMEOUT).map(|(k, _)| *k).collect();
         for key in stale {
             if let Some((conn, _)) = self.routes.remove(&key) {
-                let _ = conn.send(ClientResponse::Error("timeout: the outcome is unknown".into()));
+                let _ = conn.send(ClientResponse::Unknown { client: key.0, seq: key.1 });
             }
         }
     }

@@ -68,6 +68,7 @@ pub fn render_into(resp: &ClientResponse, out: &mut Vec<u8>) {
         ClientResponse::Status(s) => serde_json::to_vec(s).unwrap_or_else(|_| b"error status".to_vec()).into(),
         ClientResponse::Digest { last_executed, digest } => format!("{last_executed} {digest:016x}").into_bytes().into(),
         ClientResponse::Error(e) => format!("error {e}").into_bytes().into(),
+        ClientResponse::Unknown { .. } => b"error timeout: the outcome is unknown"[..].into(),
     };
     out.extend_from_slice(&line);
 }

@@ -45,6 +45,11 @@ pub enum ClientResponse {
     Status(StatusInfo),
     Digest { last_executed: Slot, digest: u64 },
     Error(String),
+    /// The replica gave up waiting for the outcome of `(client, seq)` (its
+    /// leader lost leadership before the request committed, or it never
+    /// will): it may or may not take effect. Retrying the same `(client,
+    /// seq)` is safe. Last, so that the other variants keep their tags.
+    Unknown { client: ClientId, seq: Seq },
 }
 
 pub fn encode<T: Serialize>(v: &T) -> std::io::Result<Vec<u8>> {
