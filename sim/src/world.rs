@@ -463,7 +463,7 @@ impl World {
                     let inc = node.inc;
                     node.timer_deadline[k] = at;
                     let at = at.max(self.now);
-                    if node.timer_queued[k].map_or(true, |q| q > at) {
+                    if node.timer_queued[k].is_none_or(|q| q > at) {
                         node.timer_queued[k] = Some(at);
                         self.at(at, Ev::Timer { r, timer, inc, at });
                     }
@@ -699,7 +699,7 @@ impl World {
     fn set_client_timeout(&mut self, c: usize, deadline: Time, seq: Seq, attempt: u32) {
         let cl = &mut self.clients[c];
         cl.timeout = Some((deadline, seq, attempt));
-        if cl.timeout_queued.map_or(true, |q| q > deadline) {
+        if cl.timeout_queued.is_none_or(|q| q > deadline) {
             cl.timeout_queued = Some(deadline);
             self.at(deadline, Ev::ClientTimeout { c, at: deadline });
         }

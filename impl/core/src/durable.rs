@@ -32,7 +32,7 @@ impl DurableState {
                 let newer = self
                     .snapshot
                     .as_ref()
-                    .map_or(true, |s| snapshot.last_executed >= s.last_executed);
+                    .is_none_or(|s| snapshot.last_executed >= s.last_executed);
                 if newer {
                     self.snapshot = Some(snapshot);
                 }

@@ -57,6 +57,9 @@ pub struct Node {
     pub max_ballot_seen: Ballot,
 }
 
+/// The (client, seq) ids of a batch executed in a slot; `None` for a no-op.
+pub type ExecutedIds = Option<Vec<(ClientId, Seq)>>;
+
 pub struct Cluster {
     pub cfg: Config,
     pub now: Time,
@@ -65,7 +68,7 @@ pub struct Cluster {
     pub replies: Vec<(ReplicaId, u64, u64, Reply)>,
     pub trace: Vec<TraceEvent>,
     /// slot ↦ value executed there (as (client, seq) ids), first replica to execute it.
-    pub executed: BTreeMap<Slot, (ReplicaId, Option<Vec<(ClientId, Seq)>>)>,
+    pub executed: BTreeMap<Slot, (ReplicaId, ExecutedIds)>,
     /// last_executed ↦ digest, first replica to reach it.
     pub digests: BTreeMap<Slot, u64>,
     pub violations: Vec<String>,
