@@ -89,6 +89,11 @@ def main():
                *[f"- {l.strip()}" for l in conformance if l.strip()], ""]
     md += ["## Real cluster (3 replicas on this machine)", ""]
     if bench:
+        b0 = bench[0]
+        if "protocol" in b0:
+            md += [f"Open-loop `bench`, workload {b0.get('workload', '?')}, {b0['protocol']} protocol, "
+                   f"{b0['connections']} connections × {b0['window']} requests outstanding, "
+                   "5-s runs after a 20-s warm-up (`scripts/run`).", ""]
         md += ["| offered/s | ok/s | p50 ms | p99 ms | p99.9 ms | max ms | wrong |", "|---|---|---|---|---|---|---|"]
         for b in bench:
             md.append(f"| {b['offered']:.0f} | {b['achieved']:.0f} | {b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {b['p999_ms']:.2f} | {b['max_ms']:.1f} | {b['wrong']} |")
