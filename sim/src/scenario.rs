@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use stutter_core::{Bug, ReplicaId, Time};
 
+use crate::cpu::ServiceTable;
+use crate::memory::MemoryModel;
 use crate::rng::Rng;
 
 pub const MS: Time = 1_000;
@@ -80,12 +82,16 @@ pub struct Workload {
     pub keys: u64,
     /// Zipfian skew of key popularity (0.99 as in YCSB; 0 = uniform).
     pub zipf_theta: f64,
+    /// Bytes of a written value as the memory model counts it (values
+    /// themselves stay short numbers).
+    #[serde(default)]
+    pub value_size: u64,
 }
 
 impl Workload {
     /// YCSB-A-like: 50 % reads, the rest writes (and a few cas).
     pub fn ycsb_a() -> Workload {
-        Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.05, keys: 50, zipf_theta: 0.99 }
+        Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.05, keys: 50, zipf_theta: 0.99, value_size: 0 }
     }
 
     /// YCSB-B-like: 95 % reads, the rest writes (and a few cas).
@@ -120,6 +126,30 @@ pub struct Scenario {
     /// Explicit faults, in addition to (or, for shrinking, instead of) the
     /// ones drawn from the rates above.
     pub schedule: Vec<(Time, Fault)>,
+    /// Cores of each replica's processor.
+    #[serde(default = "one")]
+    pub cores: u32,
+    /// CPU µs per input.
+    #[serde(default)]
+    pub service: ServiceTable,
+    /// Each replica's heap and collector.
+    #[serde(default)]
+    pub memory: MemoryModel,
+    /// The core's pipeline window and batch size (Config::window, max_batch).
+    #[serde(default = "default_window")]
+    pub window: usize,
+    #[serde(default = "default_batch")]
+    pub max_batch: usize,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_window() -> usize {
+    8
+}
+fn default_batch() -> usize {
+    16
 }
 
 impl Scenario {
@@ -145,6 +175,11 @@ impl Scenario {
             bug: None,
             trim_every: 64,
             schedule: Vec::new(),
+            cores: 1,
+            service: ServiceTable::default(),
+            memory: MemoryModel::default(),
+            window: default_window(),
+            max_batch: default_batch(),
         }
     }
 

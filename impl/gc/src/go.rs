@@ -23,7 +23,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::stats::Stats;
-use crate::{cost, Alloc, Event, Phase, Time, MIB};
+use crate::{cost, Alloc, Event, Phase, Time};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -285,7 +285,7 @@ impl GoHeap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Collector, GcModel};
+    use crate::{Collector, GcModel, MIB};
 
     fn params() -> GoParams {
         GoParams {

@@ -184,8 +184,8 @@ impl Collector {
     pub fn poll(&mut self, out: &mut Vec<Event>) {
         match &mut self.kind {
             Kind::None { .. } => {}
-            Kind::Go(h) => out.extend(h.pending.drain(..)),
-            Kind::G1(h) => out.extend(h.pending.drain(..)),
+            Kind::Go(h) => out.append(&mut h.pending),
+            Kind::G1(h) => out.append(&mut h.pending),
         }
     }
 
@@ -237,6 +237,11 @@ impl Collector {
     }
 }
 
+/// CPU µs for `bytes` at `us_per_mib`.
+fn cost(bytes: f64, us_per_mib: f64) -> f64 {
+    bytes / MIB * us_per_mib
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
@@ -270,9 +275,4 @@ pub(crate) mod testing {
         c.finish(now, busy);
         (events, work as f64 / now as f64)
     }
-}
-
-/// CPU µs for `bytes` at `us_per_mib`.
-fn cost(bytes: f64, us_per_mib: f64) -> f64 {
-    bytes / MIB * us_per_mib
 }

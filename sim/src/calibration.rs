@@ -1,0 +1,13 @@
+//! The simulated replica's costs, measured on the real node.
+//!
+//! PROVISIONAL: placeholders until the calibration run lands.
+
+use crate::cpu::ServiceTable;
+use crate::memory::AllocTable;
+
+pub const ALLOC: AllocTable =
+    AllocTable { client_request: 256, message: 192, timer: 0, persisted: 0, per_payload_byte: 2.0, executed: 96 };
+
+pub fn service() -> ServiceTable {
+    ServiceTable::default()
+}

@@ -1,0 +1,72 @@
+//! Agreement: no two executions of one slot (on any replica, before or
+//! after a crash) saw different values, and replicas that executed up to
+//! the same slot hold the same digest of everything executed.
+
+use std::collections::BTreeMap;
+
+use stutter_core::{ReplicaId, Slot};
+
+use super::Violations;
+use crate::trace_value::Ids;
+
+#[derive(Default)]
+pub struct Agreement {
+    /// last_executed ↦ digest, from the first replica to get there.
+    digests: BTreeMap<Slot, (ReplicaId, u64)>,
+    /// slot ↦ the requests executed there (`None` = no-op).
+    slots: BTreeMap<Slot, (ReplicaId, Ids)>,
+}
+
+impl Agreement {
+    pub fn executed_prefix(&mut self, r: ReplicaId, last_executed: Slot, digest: u64, v: &mut Violations) {
+        match self.digests.get(&last_executed) {
+            None => {
+                self.digests.insert(last_executed, (r, digest));
+            }
+            Some((other, d0)) if *d0 != digest => {
+                let other = *other;
+                v.add("executed-prefix", format!("replicas {r} and {other} executed different prefixes up to slot {last_executed}"));
+            }
+            _ => {}
+        }
+    }
+
+    pub fn slot(&mut self, r: ReplicaId, slot: Slot, value: Ids, v: &mut Violations) {
+        match self.slots.get(&slot) {
+            None => {
+                self.slots.insert(slot, (r, value));
+            }
+            Some((other, seen)) if *seen != value => {
+                let d = format!("slot {slot}: replica {r} executed {value:?}, replica {other} executed {seen:?}");
+                v.add("slot-agreement", d);
+            }
+            _ => {}
+        }
+    }
+
+    /// The executed log: slot ↦ (first replica to execute it, value).
+    pub fn into_slots(self) -> BTreeMap<Slot, (ReplicaId, Ids)> {
+        self.slots
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn different_values_in_one_slot_and_different_prefixes_are_violations() {
+        let mut a = Agreement::default();
+        let mut v = Violations::default();
+        a.slot(0, 1, Some(vec![(1, 1)]), &mut v);
+        a.slot(1, 1, Some(vec![(1, 1)]), &mut v);
+        a.executed_prefix(0, 1, 42, &mut v);
+        a.executed_prefix(1, 1, 42, &mut v);
+        assert!(v.into_vec().is_empty());
+        let mut v = Violations::default();
+        a.slot(2, 1, None, &mut v);
+        a.executed_prefix(2, 1, 43, &mut v);
+        let checks: Vec<_> = v.into_vec().into_iter().map(|x| x.check).collect();
+        assert_eq!(checks, vec!["slot-agreement", "executed-prefix"]);
+    }
+}
