@@ -11,3 +11,7 @@ pub const ALLOC: AllocTable =
 pub fn service() -> ServiceTable {
     ServiceTable::default()
 }
+
+/// Heap bytes per byte of key-value data (map buckets, headers, slices).
+pub const GO_OVERHEAD: f64 = 1.15;
+pub const G1_OVERHEAD: f64 = 1.3;

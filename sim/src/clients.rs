@@ -182,6 +182,7 @@ impl Clients {
             key,
             value,
             from,
+            intended,
             invoke: now,
             complete: None,
             outcome: Outcome::Pending,

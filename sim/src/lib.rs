@@ -19,6 +19,7 @@ pub mod node;
 pub mod queue;
 pub mod rng;
 pub mod scenario;
+pub mod study;
 pub mod trace_hash;
 pub mod trace_value;
 pub mod world;

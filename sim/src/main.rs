@@ -112,6 +112,90 @@ enum Cmd {
     },
     /// List the named scenarios.
     Scenarios,
+    /// The GC study's measurements (docs/gc-study.md, scripts/gc-study).
+    Study {
+        #[command(subcommand)]
+        what: StudyCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum StudyCmd {
+    /// The highest offered rate whose p99 latency (from the intended
+    /// start) stays under the SLO; one JSON line on stdout.
+    Max {
+        #[command(flatten)]
+        setup: SetupArgs,
+        #[arg(long, default_value_t = 20.0)]
+        slo_ms: f64,
+        /// First rate tried (ops/s); doubled until the SLO is missed.
+        #[arg(long, default_value_t = 2_000.0)]
+        start: f64,
+        /// Relative precision of the bisection.
+        #[arg(long, default_value_t = 0.03)]
+        precision: f64,
+        /// Runs (seeds) a rate gets before it counts as missing the SLO.
+        #[arg(long, default_value_t = 1)]
+        attempts: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// One offered rate: latency (from the intended start and from the
+    /// send) and the busiest collector's CPU share over time; one JSON
+    /// line on stdout.
+    Run {
+        #[command(flatten)]
+        setup: SetupArgs,
+        #[arg(long)]
+        rate: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(clap::Args)]
+struct SetupArgs {
+    /// none (Rust, C++), go (Go-like) or g1 (Java's G1-like).
+    #[arg(long, default_value = "none")]
+    model: String,
+    /// Memory limit over data (GOMEMLIMIT or -Xmx over the data size).
+    #[arg(long, default_value_t = 8.0)]
+    ratio: f64,
+    #[arg(long, default_value_t = 1)]
+    cores: u32,
+    /// Data each replica holds, MiB.
+    #[arg(long, default_value_t = 64)]
+    dataset_mib: u64,
+    /// Virtual seconds of load per run, the first `warmup` not measured.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// YCSB workload: a (50 % reads) or b (95 % reads).
+    #[arg(long, default_value = "a")]
+    workload: String,
+}
+
+impl SetupArgs {
+    fn setup(&self) -> Result<stutter_sim::study::Setup> {
+        let read_fraction = match self.workload.as_str() {
+            "a" => 0.5,
+            "b" => 0.95,
+            w => bail!("unknown workload {w}: a or b"),
+        };
+        if !["none", "go", "g1"].contains(&self.model.as_str()) {
+            bail!("unknown model {}: none, go or g1", self.model);
+        }
+        Ok(stutter_sim::study::Setup {
+            model: self.model.clone(),
+            ratio: self.ratio,
+            cores: self.cores,
+            dataset: self.dataset_mib << 20,
+            duration: self.duration,
+            warmup: self.warmup,
+            read_fraction,
+        })
+    }
 }
 
 fn scenario(name: &Option<String>, seed: u64) -> Result<Scenario> {
@@ -142,6 +226,20 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
         "  faults    {} pauses ({} ms stopped), {} crashes, {} partitions, {} messages dropped, {} duplicated",
         f.pauses, f.pause_ms_total, f.crashes, f.partitions, f.dropped_messages, f.duplicated_messages
     );
+    for (r, g) in &out.gc {
+        println!(
+            "  gc        replica {r} ({}): {} cycles, {} pauses (max {:.2} ms, {:.0} ms in all), collector CPU {:.1} % of {} core(s), active {:.0} % of the time, {} MiB allocated",
+            s.memory.gc.name(),
+            g.cycles,
+            g.pause_count(),
+            g.max_pause() as f64 / 1000.0,
+            g.pause_us / 1000.0,
+            100.0 * g.cpu_share(s.cores as f64),
+            s.cores,
+            100.0 * g.active_share(),
+            g.allocated >> 20
+        );
+    }
     println!("  executed  last slot per replica {:?}", out.final_last_executed);
     println!("  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
     if out.violations.is_empty() {
@@ -186,6 +284,53 @@ fn validate_trace(trace: &std::path::Path) -> Result<bool> {
         Some(1) => Ok(false),
         _ => bail!("{} failed on {}: {status}", script.display(), trace.display()),
     }
+}
+
+fn study(what: StudyCmd) -> Result<()> {
+    use stutter_sim::study;
+    match what {
+        StudyCmd::Max { setup, slo_ms, start, precision, attempts, seed } => {
+            let setup = setup.setup()?;
+            let t = Instant::now();
+            let found = study::max_rate(&setup, slo_ms, start, precision, attempts, seed).context("study setup")?;
+            if let Some(p) = found.probes.iter().find(|p| !p.safety.is_empty()) {
+                bail!("a study run broke safety at {} ops/s: {:?}", p.rate, p.safety);
+            }
+            eprintln!(
+                "{} ratio {} cores {}: max {:.0} ops/s at p99 <= {slo_ms} ms ({} runs, {:.1} s)",
+                setup.model,
+                setup.ratio,
+                setup.cores,
+                found.max_rate,
+                found.probes.len(),
+                t.elapsed().as_secs_f64()
+            );
+            println!("{}", serde_json::to_string(&found)?);
+        }
+        StudyCmd::Run { setup, rate, seed } => {
+            let setup = setup.setup()?;
+            let p = study::probe(&setup, rate, seed).context("study setup")?;
+            if !p.safety.is_empty() {
+                bail!("the run broke safety: {:?}", p.safety);
+            }
+            let tl = study::timeline(&setup, rate, seed).context("study setup")?;
+            eprintln!(
+                "{} ratio {} cores {} at {rate} ops/s: p99 {:.2} ms (from send {:.2} ms), max {:.2} ms, collector CPU {:.1} %, active {:.0} %, {} pauses, max pause {:.2} ms",
+                setup.model,
+                setup.ratio,
+                setup.cores,
+                p.p99,
+                p.p99_from_send,
+                p.max,
+                100.0 * p.gc_share,
+                100.0 * p.gc_active,
+                p.gc_pauses,
+                p.gc_max_pause_ms
+            );
+            println!("{}", serde_json::json!({ "probe": p, "timeline": tl }));
+        }
+    }
+    Ok(())
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64)> {
@@ -291,6 +436,7 @@ fn main() -> Result<()> {
                 events as f64 / secs
             );
         }
+        Cmd::Study { what } => study(what)?,
         Cmd::Scenarios => {
             for n in Scenario::names() {
                 println!("{n}");

@@ -55,6 +55,26 @@ impl Default for MemoryModel {
 }
 
 impl MemoryModel {
+    /// A Go-like runtime (GOGC=100) with GOMEMLIMIT at `ratio` × the data,
+    /// holding `dataset` bytes of data.
+    pub fn go(dataset: u64, ratio: f64) -> MemoryModel {
+        let limit = (dataset as f64 * ratio) as u64;
+        let p = stutter_gc::GoParams { memory_limit: Some(limit), ..stutter_gc::GoParams::default() };
+        MemoryModel { gc: GcModel::Go(p), dataset_bytes: dataset, overhead: crate::calibration::GO_OVERHEAD, ..MemoryModel::default() }
+    }
+
+    /// A G1-like runtime with -Xmx at `ratio` × the data.
+    pub fn g1(dataset: u64, ratio: f64) -> MemoryModel {
+        let heap_size = (dataset as f64 * ratio) as u64;
+        let p = stutter_gc::G1Params { heap_size, ..stutter_gc::G1Params::default() };
+        MemoryModel { gc: GcModel::G1(p), dataset_bytes: dataset, overhead: crate::calibration::G1_OVERHEAD, ..MemoryModel::default() }
+    }
+
+    /// A runtime without a collector holding `dataset` bytes.
+    pub fn none(dataset: u64) -> MemoryModel {
+        MemoryModel { dataset_bytes: dataset, ..MemoryModel::default() }
+    }
+
     pub fn is_on(&self) -> bool {
         !matches!(self.gc, GcModel::None)
     }

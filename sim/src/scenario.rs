@@ -140,6 +140,9 @@ pub struct Scenario {
     pub window: usize,
     #[serde(default = "default_batch")]
     pub max_batch: usize,
+    /// Config::trim_bytes (0 = trim by slots only).
+    #[serde(default)]
+    pub trim_bytes: u64,
 }
 
 fn one() -> u32 {
@@ -180,16 +183,19 @@ impl Scenario {
             memory: MemoryModel::default(),
             window: default_window(),
             max_batch: default_batch(),
+            trim_bytes: 0,
         }
     }
 
-    pub fn names() -> [&'static str; 10] {
+    pub fn names() -> [&'static str; 12] {
         [
             "calm",
             "gc-frequent-short",
             "gc-rare-long",
             "gc-memory-pressure",
             "gc-correlated",
+            "gc-go",
+            "gc-g1",
             "partitions",
             "crashes",
             "lossy",
@@ -206,6 +212,16 @@ impl Scenario {
             "gc-rare-long" => s.pauses = PauseProfile::preset("rare-long")?,
             "gc-memory-pressure" => s.pauses = PauseProfile::preset("memory-pressure")?,
             "gc-correlated" => s.pauses = PauseProfile::preset("correlated")?,
+            // Collector models: 16 MiB of data per replica, memory/data = 1.5,
+            // 500-byte values; pauses and CPU tax come from allocation.
+            "gc-go" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::go(16 << 20, 1.5);
+            }
+            "gc-g1" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::g1(16 << 20, 1.5);
+            }
             "partitions" => s.partition_rate = 0.8,
             "crashes" => s.crash_rate = 0.6,
             "lossy" => {
@@ -266,6 +282,19 @@ impl Scenario {
         s.workload.keys = r.range(3, 60);
         s.workload.zipf_theta = if r.chance(0.2) { 0.0 } else { 0.99 };
         s.trim_every = r.range(8, 256);
+        // A collector model in a third of the seeds, from a stream of its
+        // own so that the rest of the scenario a seed derives stays as it
+        // was before collector models existed.
+        let mut g = Rng::new(seed ^ 0x6c_0de1);
+        if g.chance(0.33) {
+            let dataset = g.range(4, 32) << 20;
+            let ratio = [8.0, 2.0, 1.5, 1.25][g.range(0, 3) as usize];
+            s.workload.value_size = g.range(16, 1_024);
+            s.cores = g.range(1, 4) as u32;
+            let go = g.chance(0.5);
+            s.memory = if go { MemoryModel::go(dataset, ratio) } else { MemoryModel::g1(dataset, ratio) };
+            s.name += &format!("+{}@{ratio}x{}c", if go { "go" } else { "g1" }, s.cores);
+        }
         s
     }
 

@@ -496,7 +496,7 @@ pub fn core_config(s: &Scenario) -> Config {
         max_batch: s.max_batch,
         max_pending: 10_000,
         trim_every: s.trim_every,
-        trim_bytes: 0,
+        trim_bytes: s.trim_bytes,
         trim_grace: 500 * MS,
         catchup_max: 64,
         trace: true,
