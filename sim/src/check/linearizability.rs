@@ -134,7 +134,7 @@ pub fn check(
 /// invoked. Reads are placed greedily in invocation order at the lowest
 /// such gap, which finds a placement whenever one exists.
 fn check_reads(
-            reads: &[&HistOp],
+    reads: &[&HistOp],
     requests: &BTreeMap<(ClientId, Seq), Request>,
     order: &[(usize, u64, Option<u64>)],
     versions: &BTreeMap<Bytes, Vec<(usize, Option<Bytes>)>>,
@@ -156,11 +156,26 @@ fn check_reads(
     for i in (0..by_invoke.len().saturating_sub(1)).rev() {
         by_invoke[i].1 = by_invoke[i].1.min(by_invoke[i + 1].1);
     }
+    // Per key: the value of each version (parsed once), and where each
+    // value was written (values are unique per write; 0 is absent).
+    let parse = |v: &Option<Bytes>| v.as_ref().and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0);
+    let mut written: BTreeMap<&Bytes, BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
+    for (key, vs) in versions {
+        let by_value = written.entry(key).or_default();
+        for (j, (_, v)) in vs.iter().enumerate() {
+            by_value.entry(parse(v)).or_default().push(j);
+        }
+    }
     let mut reads: Vec<&HistOp> = reads.to_vec();
     reads.sort_by_key(|r| (r.invoke, r.client, r.seq));
-    // Per key: (completion, gap) of the reads placed so far.
-    let mut placed: BTreeMap<Bytes, Vec<(u64, usize)>> = BTreeMap::new();
+    // Per key, the reads placed so far: those that completed before the
+    // current read's invocation bound its gap from below. Reads come in
+    // invocation order, so once released (completed before one read's
+    // invocation) a placed read stays released: a heap by completion and
+    // the running maximum of the released gaps.
+    let mut placed: BTreeMap<Bytes, (std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>, usize)> = BTreeMap::new();
     let none: Vec<(usize, Option<Bytes>)> = Vec::new();
+    let no_values: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for r in reads {
         let (Some(req), Some(complete), Outcome::Ok { value, .. }) = (requests.get(&(r.client, r.seq)), r.complete, &r.outcome) else {
             continue;
@@ -169,8 +184,13 @@ fn check_reads(
         // Lowest gap: after every request that completed before the read began.
         let n = by_complete.partition_point(|(c, _)| *c < r.invoke);
         let mut lo = if n == 0 { 0 } else { by_complete[n - 1].1 };
-        if let Some(ps) = placed.get(&key) {
-            lo = ps.iter().filter(|(c, _)| *c < r.invoke).map(|(_, g)| *g).fold(lo, usize::max);
+        if let Some((heap, released)) = placed.get_mut(&key) {
+            while heap.peek().is_some_and(|std::cmp::Reverse((c, _))| *c < r.invoke) {
+                if let Some(std::cmp::Reverse((_, g))) = heap.pop() {
+                    *released = (*released).max(g);
+                }
+            }
+            lo = lo.max(*released);
         }
         // Highest gap: before every request invoked after the read ended.
         let m = by_invoke.partition_point(|(i, _)| *i <= complete);
@@ -178,19 +198,19 @@ fn check_reads(
         // Gaps where the key holds the value read: version j holds from
         // just after its write to the write of version j + 1.
         let vs = versions.get(&key).unwrap_or(&none);
-        let parse = |v: &Option<Bytes>| v.as_ref().and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0);
         let mut ranges: Vec<(usize, usize)> = Vec::new();
         if *value == 0 {
             ranges.push((0, vs.first().map_or(gaps, |v| v.0)));
         }
-        for (j, (p, v)) in vs.iter().enumerate() {
-            if parse(v) == *value {
+        let by_value = written.get(&key).unwrap_or(&no_values);
+        for j in by_value.get(value).into_iter().flatten() {
+            if let Some((p, _)) = vs.get(*j) {
                 ranges.push((p + 1, vs.get(j + 1).map_or(gaps, |n| n.0)));
             }
         }
         let gap = ranges.iter().filter(|(_, end)| *end >= lo).map(|(start, _)| (*start).max(lo)).min();
         match gap {
-            Some(g) if g <= hi => placed.entry(key).or_default().push((complete, g)),
+            Some(g) if g <= hi => placed.entry(key).or_default().0.push(std::cmp::Reverse((complete, g))),
             _ => {
                 let d = format!(
                     "client {} seq {} read k{} = {} (invoked {} µs, completed {} µs): no point between positions {lo} and {hi} of the executed log has that value",
