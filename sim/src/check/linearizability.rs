@@ -133,6 +133,10 @@ pub fn check(
 /// key) not before the gap of a read that completed before it was
 /// invoked. Reads are placed greedily in invocation order at the lowest
 /// such gap, which finds a placement whenever one exists.
+/// The reads of one key placed so far: not yet released, by completion
+/// (earliest first), and the highest gap of those released.
+type Placed = (std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>, usize);
+
 fn check_reads(
     reads: &[&HistOp],
     requests: &BTreeMap<(ClientId, Seq), Request>,
@@ -173,7 +177,7 @@ fn check_reads(
     // invocation order, so once released (completed before one read's
     // invocation) a placed read stays released: a heap by completion and
     // the running maximum of the released gaps.
-    let mut placed: BTreeMap<Bytes, (std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>, usize)> = BTreeMap::new();
+    let mut placed: BTreeMap<Bytes, Placed> = BTreeMap::new();
     let none: Vec<(usize, Option<Bytes>)> = Vec::new();
     let no_values: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for r in reads {
