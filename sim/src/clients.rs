@@ -17,6 +17,13 @@ use crate::history::{HistOp, Outcome, F};
 use crate::rng::{Rng, Zipf};
 use crate::scenario::{Scenario, Workload, MS};
 
+/// Keys up to this many have their name built once.
+const KEY_NAMES: u64 = 4096;
+
+fn key_name(k: u64) -> String {
+    format!("k{k}")
+}
+
 /// What the clients ask the world to schedule.
 pub enum ClientEvent {
     /// The next intended start of client `c`.
@@ -42,6 +49,8 @@ struct Client {
     /// replaces the previous), and the time of its one queue entry.
     timeout: Option<(Time, Seq, u32)>,
     timeout_queued: Option<Time>,
+    /// History index of each operation issued, by `seq - 1`.
+    ops: Vec<usize>,
 }
 
 pub struct Clients {
@@ -52,10 +61,13 @@ pub struct Clients {
     client_timeout: Time,
     clients: Vec<Client>,
     pub history: Vec<HistOp>,
+    /// The request of each history operation (same index), built once:
+    /// every attempt sends a copy.
+    pub requests: Vec<Request>,
     /// Latency of every ok operation from its intended start (µs).
     pub latencies: Vec<Time>,
-    /// `(client, seq)` ↦ history index.
-    by_request: BTreeMap<(ClientId, Seq), usize>,
+    /// Key names (`k0`, `k1`, ...) shared by every request of a key.
+    key_names: Vec<Bytes>,
     next_value: u64,
     /// Values written per key, to make cas expectations plausible.
     written: BTreeMap<u64, Vec<u64>>,
@@ -76,6 +88,7 @@ impl Clients {
                 intended: 0,
                 timeout: None,
                 timeout_queued: None,
+                ops: Vec::new(),
             })
             .collect();
         Clients {
@@ -86,8 +99,9 @@ impl Clients {
             client_timeout: s.client_timeout,
             clients,
             history: Vec::new(),
+            requests: Vec::new(),
             latencies: Vec::new(),
-            by_request: BTreeMap::new(),
+            key_names: (0..s.workload.keys.min(KEY_NAMES)).map(|k| Bytes::from(key_name(k))).collect(),
             next_value: 1,
             written: BTreeMap::new(),
             zipf: Zipf::new(s.workload.keys, s.workload.zipf_theta),
@@ -153,7 +167,7 @@ impl Clients {
         let (f, value, from) = if x < self.w.read_fraction {
             (F::Read, 0, 0)
         } else if x < self.w.read_fraction + self.w.cas_fraction {
-            let seen = self.written.get(&key).cloned().unwrap_or_default();
+            let seen = self.written.get(&key).map_or(&[][..], |v| &v[..]);
             let from = if seen.is_empty() || rng.chance(0.2) {
                 0
             } else {
@@ -174,8 +188,8 @@ impl Clients {
         cl.intended = intended;
         let idx = self.history.len();
         cl.current = Some(idx);
-        self.by_request.insert((cl.id, cl.seq), idx);
-        self.history.push(HistOp {
+        cl.ops.push(idx);
+        let op = HistOp {
             client: cl.id,
             seq: cl.seq,
             f,
@@ -186,13 +200,15 @@ impl Clients {
             invoke: now,
             complete: None,
             outcome: Outcome::Pending,
-        });
+        };
+        self.requests.push(self.request_of(&op));
+        self.history.push(op);
         self.send_current(c, now, rng, out);
     }
 
     /// The request a history operation stands for.
-    pub fn request_of(op: &HistOp) -> Request {
-        let k = Bytes::from(format!("k{}", op.key));
+    fn request_of(&self, op: &HistOp) -> Request {
+        let k = self.key_names.get(op.key as usize).cloned().unwrap_or_else(|| Bytes::from(key_name(op.key)));
         let v = |x: u64| Bytes::from(x.to_string());
         let op_ = match op.f {
             F::Read => Op::Get { key: k },
@@ -204,12 +220,14 @@ impl Clients {
 
     /// Whether `(client, seq)` is a write or a cas (it changes state).
     pub fn is_update(&self, client: ClientId, seq: Seq) -> bool {
-        self.by_request.get(&(client, seq)).is_some_and(|i| self.history[*i].f != F::Read)
+        let Some(c) = self.index(client) else { return false };
+        let i = seq.checked_sub(1).and_then(|s| self.clients[c].ops.get(s as usize));
+        i.and_then(|i| self.history.get(*i)).is_some_and(|op| op.f != F::Read)
     }
 
     fn send_current(&mut self, c: usize, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
         let Some(idx) = self.clients[c].current else { return };
-        let req = Self::request_of(&self.history[idx]);
+        let Some(req) = self.requests.get(idx).cloned() else { return };
         let cl = &mut self.clients[c];
         cl.attempt += 1;
         let (r, seq, attempt) = (cl.target, cl.seq, cl.attempt);

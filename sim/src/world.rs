@@ -382,9 +382,6 @@ impl World {
     }
 
     fn trace(&mut self, ev: TraceEvent) {
-        if let Action::Execute { slot, value } = &ev.action {
-            self.checker.executed(ev.replica, *slot, value.clone());
-        }
         if self.s.memory.is_on() {
             self.trace_memory(&ev);
         }
@@ -394,6 +391,10 @@ impl World {
                 let _ = w.write_all(&line);
                 let _ = w.write_all(b"\n");
             }
+        }
+        // Last, so that the executed value moves into the checker.
+        if let Action::Execute { slot, value } = ev.action {
+            self.checker.executed(ev.replica, slot, value);
         }
     }
 
@@ -456,8 +457,7 @@ impl World {
             .enumerate()
             .filter_map(|(i, n)| n.replica.as_ref().map(|r| (i as ReplicaId, r.last_executed(), r.state_machine().kv.clone())))
             .collect();
-        let requests = self.clients.history.iter().map(|op| ((op.client, op.seq), Clients::request_of(op))).collect();
-        let violations = self.checker.finish(&self.clients.history, &requests, &finals, &states);
+        let violations = self.checker.finish(&self.clients.history, &self.clients.requests, &finals, &states);
         let _ = self.trace_out.as_mut().map(|w| w.flush());
         let end = self.end;
         let gc = self

@@ -2,39 +2,44 @@
 //! after a crash) saw different values, and replicas that executed up to
 //! the same slot hold the same digest of everything executed.
 
-use std::collections::BTreeMap;
-
 use stutter_core::{ReplicaId, Slot};
 
+use super::slots::SlotMap;
 use super::Violations;
 use crate::trace_value::Ids;
 
 #[derive(Default)]
 pub struct Agreement {
     /// last_executed ↦ digest, from the first replica to get there.
-    digests: BTreeMap<Slot, (ReplicaId, u64)>,
+    digests: SlotMap<(ReplicaId, u64)>,
     /// slot ↦ the requests executed there (`None` = no-op).
-    slots: BTreeMap<Slot, (ReplicaId, Ids)>,
+    slots: SlotMap<(ReplicaId, Ids)>,
+    /// Per replica, the last `(last_executed, digest)` found consistent:
+    /// a step that executed nothing need not be looked up again.
+    checked: Vec<Option<(Slot, u64)>>,
 }
 
 impl Agreement {
     pub fn executed_prefix(&mut self, r: ReplicaId, last_executed: Slot, digest: u64, v: &mut Violations) {
-        match self.digests.get(&last_executed) {
-            None => {
-                self.digests.insert(last_executed, (r, digest));
-            }
-            Some((other, d0)) if *d0 != digest => {
-                let other = *other;
-                v.add("executed-prefix", format!("replicas {r} and {other} executed different prefixes up to slot {last_executed}"));
-            }
-            _ => {}
+        let i = r as usize;
+        if self.checked.get(i).copied().flatten() == Some((last_executed, digest)) {
+            return;
         }
+        let (other, d0) = *self.digests.get_or_insert(last_executed, (r, digest));
+        if d0 != digest {
+            v.add("executed-prefix", format!("replicas {r} and {other} executed different prefixes up to slot {last_executed}"));
+            return;
+        }
+        if self.checked.len() <= i {
+            self.checked.resize(i + 1, None);
+        }
+        self.checked[i] = Some((last_executed, digest));
     }
 
     pub fn slot(&mut self, r: ReplicaId, slot: Slot, value: Ids, v: &mut Violations) {
-        match self.slots.get(&slot) {
+        match self.slots.get(slot) {
             None => {
-                self.slots.insert(slot, (r, value));
+                self.slots.get_or_insert(slot, (r, value));
             }
             Some((other, seen)) if *seen != value => {
                 let d = format!("slot {slot}: replica {r} executed {value:?}, replica {other} executed {seen:?}");
@@ -45,7 +50,7 @@ impl Agreement {
     }
 
     /// The executed log: slot ↦ (first replica to execute it, value).
-    pub fn into_slots(self) -> BTreeMap<Slot, (ReplicaId, Ids)> {
+    pub fn into_slots(self) -> SlotMap<(ReplicaId, Ids)> {
         self.slots
     }
 }

@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use stutter_core::{ClientId, ReplicaId, Request, Seq, Slot, Snapshot};
+use stutter_core::{ClientId, ReplicaId, Request, Seq, Snapshot};
 
+use super::slots::SlotMap;
 use super::Violations;
 use crate::history::{HistOp, Outcome, F};
 use crate::trace_value::Ids;
@@ -23,40 +24,61 @@ pub struct Replayed {
     pub complete: bool,
 }
 
-pub fn check(
-    history: &[HistOp],
-    requests: &BTreeMap<(ClientId, Seq), Request>,
-    slots: &BTreeMap<Slot, (ReplicaId, Ids)>,
-    v: &mut Violations,
-) -> Replayed {
+/// A value as the history counts it: a number, 0 for absent.
+fn parse(v: Option<&Bytes>) -> u64 {
+    v.and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0)
+}
+
+/// `(client, seq)` ↦ history index (the last, should one repeat), by
+/// binary search over the sorted pairs.
+struct Index(Vec<((ClientId, Seq), usize)>);
+
+impl Index {
+    fn new(history: &[HistOp]) -> Index {
+        let mut pairs: Vec<_> = history.iter().enumerate().map(|(i, op)| ((op.client, op.seq), i)).collect();
+        pairs.sort_unstable();
+        Index(pairs)
+    }
+
+    fn get(&self, id: (ClientId, Seq)) -> Option<usize> {
+        let end = self.0.partition_point(|(k, _)| *k <= id);
+        let (k, i) = self.0.get(end.checked_sub(1)?)?;
+        (*k == id).then_some(*i)
+    }
+}
+
+/// Judges the history against the executed log; `requests[i]` is the
+/// request of `history[i]` (same client, seq and key).
+pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaId, Ids)>, v: &mut Violations) -> Replayed {
+    let index = Index::new(history);
     // Replay the executed log on a model: where each request took
-    // effect, and what it returned.
+    // effect, and what it returned (by history index).
     let mut model = Snapshot::default();
-    let mut position: BTreeMap<(ClientId, Seq), (usize, stutter_core::Reply)> = BTreeMap::new();
+    let mut position: Vec<Option<(usize, stutter_core::Reply)>> = vec![None; history.len()];
     // key ↦ (position, value after it) for every request that changed it.
-    let mut versions: BTreeMap<Bytes, Vec<(usize, Option<Bytes>)>> = BTreeMap::new();
+    let mut versions: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
     let mut pos = 0usize;
     let mut expected_slot = 1;
     let mut complete_log = true;
-    for (slot, (_, ids)) in slots {
-        if *slot != expected_slot {
+    for (slot, (_, ids)) in slots.iter() {
+        if slot != expected_slot {
             complete_log = false;
             break;
         }
         expected_slot += 1;
         for id in ids.iter().flatten() {
-            let Some(req) = requests.get(id) else {
+            let Some((i, req, op)) = index.get(*id).and_then(|i| Some((i, requests.get(i)?, history.get(i)?))) else {
                 v.add("linearizability", format!("slot {slot} executed unknown request {id:?}"));
                 continue;
             };
-            let key = req.op.key().clone();
-            let before = model.kv.get(&key).cloned();
+            let key = req.op.key();
+            let before = model.kv.get(key).cloned();
             if let stutter_core::Outcome::Applied(reply) = model.execute(req) {
-                let after = model.kv.get(&key).cloned();
-                if after != before {
-                    versions.entry(key).or_default().push((pos, after));
+                let after = model.kv.get(key);
+                if after != before.as_ref() {
+                    versions.entry(op.key).or_default().push((pos, parse(after)));
                 }
-                position.insert(*id, (pos, reply));
+                position[i] = Some((pos, reply));
                 pos += 1;
             }
         }
@@ -67,15 +89,15 @@ pub fn check(
 
     // Every acknowledged operation took effect exactly where its reply says.
     let mut order: Vec<(usize, u64, Option<u64>)> = Vec::new();
-    let mut reads: Vec<&HistOp> = Vec::new();
-    for op in history {
-        if op.f == F::Read && op.is_ok() && !position.contains_key(&(op.client, op.seq)) {
+    let mut reads: Vec<usize> = Vec::new();
+    for (i, op) in history.iter().enumerate() {
+        let at = index.get((op.client, op.seq)).and_then(|j| position.get(j)?.as_ref());
+        if op.f == F::Read && op.is_ok() && at.is_none() {
             // Served outside the log (ReadIndex): placed below.
-            reads.push(op);
+            reads.push(i);
             continue;
         }
-        let key = (op.client, op.seq);
-        match (&op.outcome, position.get(&key)) {
+        match (&op.outcome, at) {
             (Outcome::Ok { value, cas_ok }, Some((p, reply))) => {
                 let consistent = match (op.f, reply) {
                     (F::Read, stutter_core::Reply::Value(v)) => {
@@ -121,7 +143,7 @@ pub fn check(
     if let Some((p, c, inv)) = worst {
         v.add("linearizability", format!("operation at position {p} completed at {c} µs, before an operation ordered earlier was invoked at {inv} µs"));
     }
-    check_reads(&reads, requests, &order, &versions, pos, v);
+    check_reads(history, &reads, &order, &versions, pos, v);
     Replayed { model, complete: complete_log }
 }
 
@@ -138,10 +160,10 @@ pub fn check(
 type Placed = (std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>, usize);
 
 fn check_reads(
-    reads: &[&HistOp],
-    requests: &BTreeMap<(ClientId, Seq), Request>,
+    history: &[HistOp],
+    reads: &[usize],
     order: &[(usize, u64, Option<u64>)],
-    versions: &BTreeMap<Bytes, Vec<(usize, Option<Bytes>)>>,
+    versions: &BTreeMap<u64, Vec<(usize, u64)>>,
     gaps: usize,
     v: &mut Violations,
 ) {
@@ -160,31 +182,30 @@ fn check_reads(
     for i in (0..by_invoke.len().saturating_sub(1)).rev() {
         by_invoke[i].1 = by_invoke[i].1.min(by_invoke[i + 1].1);
     }
-    // Per key: the value of each version (parsed once), and where each
-    // value was written (values are unique per write; 0 is absent).
-    let parse = |v: &Option<Bytes>| v.as_ref().and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0);
-    let mut written: BTreeMap<&Bytes, BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
+    // Per key: where each value was written (values are unique per
+    // write; 0 is absent).
+    let mut written: BTreeMap<u64, BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
     for (key, vs) in versions {
-        let by_value = written.entry(key).or_default();
+        let by_value = written.entry(*key).or_default();
         for (j, (_, v)) in vs.iter().enumerate() {
-            by_value.entry(parse(v)).or_default().push(j);
+            by_value.entry(*v).or_default().push(j);
         }
     }
-    let mut reads: Vec<&HistOp> = reads.to_vec();
+    let mut reads: Vec<&HistOp> = reads.iter().filter_map(|i| history.get(*i)).collect();
     reads.sort_by_key(|r| (r.invoke, r.client, r.seq));
     // Per key, the reads placed so far: those that completed before the
     // current read's invocation bound its gap from below. Reads come in
     // invocation order, so once released (completed before one read's
     // invocation) a placed read stays released: a heap by completion and
     // the running maximum of the released gaps.
-    let mut placed: BTreeMap<Bytes, Placed> = BTreeMap::new();
-    let none: Vec<(usize, Option<Bytes>)> = Vec::new();
+    let mut placed: BTreeMap<u64, Placed> = BTreeMap::new();
+    let none: Vec<(usize, u64)> = Vec::new();
     let no_values: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for r in reads {
-        let (Some(req), Some(complete), Outcome::Ok { value, .. }) = (requests.get(&(r.client, r.seq)), r.complete, &r.outcome) else {
+        let (Some(complete), Outcome::Ok { value, .. }) = (r.complete, &r.outcome) else {
             continue;
         };
-        let key = req.op.key().clone();
+        let key = r.key;
         // Lowest gap: after every request that completed before the read began.
         let n = by_complete.partition_point(|(c, _)| *c < r.invoke);
         let mut lo = if n == 0 { 0 } else { by_complete[n - 1].1 };

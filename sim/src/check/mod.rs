@@ -7,16 +7,21 @@
 //!   acknowledged write;
 //! - `liveness`: everything issued completes after the faults heal, and
 //!   the replicas converge to the state the log gives.
+//!
+//! `slots` is their slot-indexed map. Per protocol step the checkers do
+//! only what cannot wait (a ballot compare, a digest lookup when a replica
+//! executed something); the history is judged once, at the end.
 
 pub mod agreement;
 pub mod ballots;
 pub mod linearizability;
 pub mod liveness;
+pub mod slots;
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use stutter_core::{Ballot, ClientId, Replica, ReplicaId, Request, Seq, Slot};
+use stutter_core::{Ballot, Replica, ReplicaId, Request, Slot};
 
 use crate::history::HistOp;
 use crate::trace_value::Ids;
@@ -78,10 +83,11 @@ impl Checker {
         self.agreement.slot(r, slot, value, &mut self.violations);
     }
 
+    /// Judges the run: `requests[i]` is the request of `history[i]`.
     pub fn finish(
         mut self,
         history: &[HistOp],
-        requests: &BTreeMap<(ClientId, Seq), Request>,
+        requests: &[Request],
         finals: &[Final],
         states: &[FinalState],
     ) -> Vec<Violation> {
