@@ -4,64 +4,84 @@
 //! An event (a message, a client request) is over a hundred bytes: boxing
 //! it or moving it at every level of a heap cost more than the rest of the
 //! queue. So the events stay put in a slab whose slots are reused, and a
-//! 4-ary min-heap orders 16-byte keys `time << 64 | sequence << 32 | slot`:
-//! one integer comparison orders by time, then by sequence (unique), and
-//! the slot rides along. Four children per node halve the depth of a
+//! 4-ary min-heap orders small `(time, sequence, slot)` entries, compared
+//! as one 128-bit number. Four children per node halve the depth of a
 //! binary heap for the few hundred events a run keeps pending.
+//!
+//! A sequence number can be reserved now and used later
+//! ([`Queue::reserve`], [`Queue::push_reserved`]): the world keeps the
+//! entries that would change nothing out of the queue, and puts one in,
+//! at its original place in the order, only when it turns out to matter.
 
 use stutter_core::Time;
 
-/// Sequence numbers fit in 32 bits of a key; when they run out, the
-/// pending events are renumbered in their order (a run would need four
-/// billion events to get there).
-const SEQ_LIMIT: u64 = 1 << 32;
+#[derive(Clone, Copy)]
+struct Entry {
+    at: Time,
+    seq: u64,
+    slot: u32,
+}
+
+impl Entry {
+    fn key(&self) -> u128 {
+        (self.at as u128) << 64 | self.seq as u128
+    }
+}
 
 pub struct Queue<E> {
-    /// 4-ary min-heap of keys.
-    heap: Vec<u128>,
+    /// 4-ary min-heap by `(at, seq)`.
+    heap: Vec<Entry>,
     /// Events by slot; `None` for a free slot (listed in `free`).
     slab: Vec<Option<E>>,
     free: Vec<u32>,
     /// The last sequence number given.
     seq: u64,
-    seq_limit: u64,
+    /// `(time, sequence)` of the event popped last.
+    current: (Time, u64),
 }
 
 impl<E> Default for Queue<E> {
     fn default() -> Self {
-        Queue { heap: Vec::new(), slab: Vec::new(), free: Vec::new(), seq: 0, seq_limit: SEQ_LIMIT }
+        Queue { heap: Vec::new(), slab: Vec::new(), free: Vec::new(), seq: 0, current: (0, 0) }
     }
 }
 
-/// The smallest of up to four keys, and its index.
-fn min_of(keys: &[u128]) -> Option<(usize, u128)> {
-    match *keys {
+/// The smallest of up to four entries, and its index.
+fn min_of(es: &[Entry]) -> Option<(usize, Entry)> {
+    let min2 = |i: usize, a: Entry, j: usize, b: Entry| if b.key() < a.key() { (j, b) } else { (i, a) };
+    match *es {
         [a, b, c, d] => {
-            let (i, x) = if b < a { (1, b) } else { (0, a) };
-            let (j, y) = if d < c { (3, d) } else { (2, c) };
-            Some(if y < x { (j, y) } else { (i, x) })
+            let (i, x) = min2(0, a, 1, b);
+            let (j, y) = min2(2, c, 3, d);
+            Some(min2(i, x, j, y))
         }
         [a, b, c] => {
-            let (i, x) = if b < a { (1, b) } else { (0, a) };
-            Some(if c < x { (2, c) } else { (i, x) })
+            let (i, x) = min2(0, a, 1, b);
+            Some(min2(i, x, 2, c))
         }
-        [a, b] => Some(if b < a { (1, b) } else { (0, a) }),
+        [a, b] => Some(min2(0, a, 1, b)),
         [a] => Some((0, a)),
         _ => None,
     }
 }
 
-fn key(at: Time, seq: u64, slot: u32) -> u128 {
-    (at as u128) << 64 | (seq as u128) << 32 | slot as u128
-}
-
 impl<E> Queue<E> {
     /// Schedules `ev` at `at` (never before `now`).
     pub fn push(&mut self, now: Time, at: Time, ev: E) {
-        if self.seq + 1 >= self.seq_limit {
-            self.renumber();
-        }
+        let seq = self.reserve();
+        self.push_reserved(at.max(now), seq, ev);
+    }
+
+    /// The next sequence number: an event pushed later with it takes the
+    /// place in the order it would have had if pushed now.
+    pub fn reserve(&mut self) -> u64 {
         self.seq += 1;
+        self.seq
+    }
+
+    /// Schedules `ev` at `at` with a sequence number from [`Queue::reserve`]
+    /// (`at` not before the current event).
+    pub fn push_reserved(&mut self, at: Time, seq: u64, ev: E) {
         let slot = match self.free.pop() {
             Some(s) => {
                 if let Some(x) = self.slab.get_mut(s as usize) {
@@ -74,7 +94,7 @@ impl<E> Queue<E> {
                 (self.slab.len() - 1) as u32
             }
         };
-        self.sift_up(key(at.max(now), self.seq, slot));
+        self.sift_up(Entry { at, seq, slot });
     }
 
     pub fn pop(&mut self) -> Option<(Time, E)> {
@@ -84,14 +104,20 @@ impl<E> Queue<E> {
             if !self.heap.is_empty() {
                 self.sift_down(last);
             }
-            let slot = top as u32;
-            self.free.push(slot);
-            // Every key names a filled slot; skipping a missing event is
+            self.free.push(top.slot);
+            self.current = (top.at, top.seq);
+            // Every entry names a filled slot; skipping a missing event is
             // all a queue could do about such a bug.
-            if let Some(ev) = self.slab.get_mut(slot as usize).and_then(Option::take) {
-                return Some(((top >> 64) as Time, ev));
+            if let Some(ev) = self.slab.get_mut(top.slot as usize).and_then(Option::take) {
+                return Some((top.at, ev));
             }
         }
+    }
+
+    /// `(time, sequence)` of the event popped last: what was reserved
+    /// before it and is below it would have run already.
+    pub fn current(&self) -> (Time, u64) {
+        self.current
     }
 
     pub fn len(&self) -> usize {
@@ -102,26 +128,28 @@ impl<E> Queue<E> {
         self.heap.is_empty()
     }
 
-    /// Appends `k` and moves it up to its place.
-    fn sift_up(&mut self, k: u128) {
+    /// Appends `e` and moves it up to its place.
+    fn sift_up(&mut self, e: Entry) {
+        let k = e.key();
         let mut i = self.heap.len();
-        self.heap.push(k);
+        self.heap.push(e);
         while i > 0 {
             let parent = (i - 1) / 4;
             let p = self.heap[parent];
-            if p <= k {
+            if p.key() <= k {
                 break;
             }
             self.heap[i] = p;
             i = parent;
         }
-        self.heap[i] = k;
+        self.heap[i] = e;
     }
 
-    /// Puts `k` at the root (the old root is gone) and moves it down: the
-    /// hole goes down to a leaf along the smallest children, then `k`
+    /// Puts `e` at the root (the old root is gone) and moves it down: the
+    /// hole goes down to a leaf along the smallest children, then `e`
     /// (taken from the end, so likely large) goes up from there.
-    fn sift_down(&mut self, k: u128) {
+    fn sift_down(&mut self, e: Entry) {
+        let k = e.key();
         let n = self.heap.len();
         let mut i = 0;
         loop {
@@ -134,26 +162,13 @@ impl<E> Queue<E> {
         while i > 0 {
             let parent = (i - 1) / 4;
             let p = self.heap[parent];
-            if p <= k {
+            if p.key() <= k {
                 break;
             }
             self.heap[i] = p;
             i = parent;
         }
-        self.heap[i] = k;
-    }
-
-    /// Gives the pending events sequence numbers 1.. in their order, so
-    /// that numbering can go on.
-    fn renumber(&mut self) {
-        let mut keys = std::mem::take(&mut self.heap);
-        keys.sort_unstable();
-        for (i, k) in keys.iter_mut().enumerate() {
-            *k = key((*k >> 64) as Time, i as u64 + 1, *k as u32);
-        }
-        self.seq = keys.len() as u64;
-        // Sorted keys already form a min-heap.
-        self.heap = keys;
+        self.heap[i] = e;
     }
 }
 
@@ -207,9 +222,16 @@ mod tests {
     }
 
     #[test]
-    fn renumbering_when_sequence_numbers_run_out_keeps_the_order() {
-        let q = Queue { seq_limit: 16, ..Queue::default() };
-        let q = matches_an_ordered_set(q, 5_000);
-        assert!(q.seq < 16);
+    fn a_reserved_number_keeps_its_place() {
+        let mut q = Queue::default();
+        q.push(0, 10, "a");
+        let r = q.reserve();
+        q.push(0, 10, "c");
+        q.push(0, 5, "x");
+        assert_eq!(q.pop(), Some((5, "x")));
+        assert_eq!(q.current(), (5, 4));
+        q.push_reserved(10, r, "b");
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(order, vec![(10, "a"), (10, "b"), (10, "c")]);
     }
 }
