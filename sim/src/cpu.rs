@@ -63,11 +63,15 @@ pub struct Cpu {
     pub busy: u32,
     /// Inputs waiting for a core, oldest first.
     pub inbox: VecDeque<Input>,
+    /// `(time, sequence)` at which cores become free, kept out of the
+    /// event queue while no input waits: the world counts them free when
+    /// it next looks, or queues them once an input waits (`World::kick`).
+    pub free_later: Vec<(Time, u64)>,
 }
 
 impl Cpu {
     pub fn new(cores: u32) -> Cpu {
-        Cpu { cores: cores.max(1), busy: 0, inbox: VecDeque::new() }
+        Cpu { cores: cores.max(1), busy: 0, inbox: VecDeque::new(), free_later: Vec::new() }
     }
 
     /// How many inputs may be in service at once, and the speed of each,
@@ -101,6 +105,7 @@ impl Cpu {
     pub fn crash(&mut self) {
         self.busy = 0;
         self.inbox.clear();
+        self.free_later.clear();
     }
 }
 

@@ -36,11 +36,11 @@ impl World {
                 }
             }
             Fault::Crash { replica, down_for } => {
-                let node = &mut self.nodes[replica as usize];
-                if node.replica.is_none() {
+                if self.nodes[replica as usize].replica.is_none() {
                     return;
                 }
-                node.crash();
+                self.forget_frees(replica);
+                self.nodes[replica as usize].crash();
                 self.faults.crashes += 1;
                 // Connections of the dead process break: in-flight messages are lost.
                 self.net.break_connections(replica);
