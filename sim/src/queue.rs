@@ -1,12 +1,17 @@
 //! The event queue: the earliest `(time, sequence)` first. Among equal
 //! times the order of scheduling decides, so a run is reproducible.
 //!
-//! An event (a message, a client request) is over a hundred bytes: boxing
-//! it or moving it at every level of a heap cost more than the rest of the
-//! queue. So the events stay put in a slab whose slots are reused, and a
-//! 4-ary min-heap orders small `(time, sequence, slot)` entries, compared
-//! as one 128-bit number. Four children per node halve the depth of a
-//! binary heap for the few hundred events a run keeps pending.
+//! A radix heap: events are only ever scheduled after the one running,
+//! so a key `time << 64 | sequence` is filed in the bucket numbered by
+//! the highest bit in which it differs from the key popped last (one
+//! `xor` and a leading-zero count), and popping takes the smallest key of
+//! the lowest non-empty bucket and re-files the rest of that bucket below
+//! it. Each entry moves a few times in its life instead of climbing and
+//! descending a comparison heap, and a bit mask finds the lowest bucket.
+//!
+//! An event (a message, a client request) is over a hundred bytes, so it
+//! stays put in a slab whose slots are reused; buckets hold small
+//! `(time, sequence, slot)` entries.
 //!
 //! A sequence number can be reserved now and used later
 //! ([`Queue::reserve`], [`Queue::push_reserved`]): the world keeps the
@@ -22,15 +27,27 @@ struct Entry {
     slot: u32,
 }
 
+fn key(at: Time, seq: u64) -> u128 {
+    (at as u128) << 64 | seq as u128
+}
+
 impl Entry {
     fn key(&self) -> u128 {
-        (self.at as u128) << 64 | self.seq as u128
+        key(self.at, self.seq)
     }
 }
 
+/// Bucket `b` (1..=128) holds the keys whose highest bit differing from
+/// `last` is bit `b - 1`.
+fn bucket(k: u128, last: u128) -> usize {
+    128 - (k ^ last).leading_zeros() as usize
+}
+
 pub struct Queue<E> {
-    /// 4-ary min-heap by `(at, seq)`.
-    heap: Vec<Entry>,
+    buckets: Vec<Vec<Entry>>,
+    /// Bit `b - 1` is set when bucket `b` is not empty.
+    filled: u128,
+    len: usize,
     /// Events by slot; `None` for a free slot (listed in `free`).
     slab: Vec<Option<E>>,
     free: Vec<u32>,
@@ -42,34 +59,25 @@ pub struct Queue<E> {
 
 impl<E> Default for Queue<E> {
     fn default() -> Self {
-        Queue { heap: Vec::new(), slab: Vec::new(), free: Vec::new(), seq: 0, current: (0, 0) }
-    }
-}
-
-/// The smallest of up to four entries, and its index.
-fn min_of(es: &[Entry]) -> Option<(usize, Entry)> {
-    let min2 = |i: usize, a: Entry, j: usize, b: Entry| if b.key() < a.key() { (j, b) } else { (i, a) };
-    match *es {
-        [a, b, c, d] => {
-            let (i, x) = min2(0, a, 1, b);
-            let (j, y) = min2(2, c, 3, d);
-            Some(min2(i, x, j, y))
+        Queue {
+            buckets: (0..=128).map(|_| Vec::new()).collect(),
+            filled: 0,
+            len: 0,
+            slab: Vec::new(),
+            free: Vec::new(),
+            seq: 0,
+            current: (0, 0),
         }
-        [a, b, c] => {
-            let (i, x) = min2(0, a, 1, b);
-            Some(min2(i, x, 2, c))
-        }
-        [a, b] => Some(min2(0, a, 1, b)),
-        [a] => Some((0, a)),
-        _ => None,
     }
 }
 
 impl<E> Queue<E> {
-    /// Schedules `ev` at `at` (never before `now`).
+    /// Schedules `ev` at `at` (never before `now`, the current event's time).
     pub fn push(&mut self, now: Time, at: Time, ev: E) {
         let seq = self.reserve();
-        self.push_reserved(at.max(now), seq, ev);
+        let at = at.max(now).max(self.current.0);
+        let slot = self.store(ev);
+        self.file(Entry { at, seq, slot });
     }
 
     /// The next sequence number: an event pushed later with it takes the
@@ -79,37 +87,28 @@ impl<E> Queue<E> {
         self.seq
     }
 
-    /// Schedules `ev` at `at` with a sequence number from [`Queue::reserve`]
-    /// (`at` not before the current event).
+    /// Schedules `ev` at `at` with a sequence number from
+    /// [`Queue::reserve`]. `(at, seq)` must come after the current event;
+    /// if it does not, the event is scheduled as if pushed now.
     pub fn push_reserved(&mut self, at: Time, seq: u64, ev: E) {
-        let slot = match self.free.pop() {
-            Some(s) => {
-                if let Some(x) = self.slab.get_mut(s as usize) {
-                    *x = Some(ev);
-                }
-                s
-            }
-            None => {
-                self.slab.push(Some(ev));
-                (self.slab.len() - 1) as u32
-            }
-        };
-        self.sift_up(Entry { at, seq, slot });
+        let (now, cur) = self.current;
+        let slot = self.store(ev);
+        if key(at, seq) > key(now, cur) {
+            self.file(Entry { at, seq, slot });
+        } else {
+            let seq = self.reserve();
+            self.file(Entry { at: at.max(now), seq, slot });
+        }
     }
 
     pub fn pop(&mut self) -> Option<(Time, E)> {
         loop {
-            let top = *self.heap.first()?;
-            let last = self.heap.pop()?;
-            if !self.heap.is_empty() {
-                self.sift_down(last);
-            }
-            self.free.push(top.slot);
-            self.current = (top.at, top.seq);
+            let e = self.take_min()?;
+            self.free.push(e.slot);
             // Every entry names a filled slot; skipping a missing event is
             // all a queue could do about such a bug.
-            if let Some(ev) = self.slab.get_mut(top.slot as usize).and_then(Option::take) {
-                return Some((top.at, ev));
+            if let Some(ev) = self.slab.get_mut(e.slot as usize).and_then(Option::take) {
+                return Some((e.at, ev));
             }
         }
     }
@@ -121,54 +120,66 @@ impl<E> Queue<E> {
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 
-    /// Appends `e` and moves it up to its place.
-    fn sift_up(&mut self, e: Entry) {
-        let k = e.key();
-        let mut i = self.heap.len();
-        self.heap.push(e);
-        while i > 0 {
-            let parent = (i - 1) / 4;
-            let p = self.heap[parent];
-            if p.key() <= k {
-                break;
+    fn store(&mut self, ev: E) -> u32 {
+        match self.free.pop() {
+            Some(s) => {
+                if let Some(x) = self.slab.get_mut(s as usize) {
+                    *x = Some(ev);
+                }
+                s
             }
-            self.heap[i] = p;
-            i = parent;
+            None => {
+                self.slab.push(Some(ev));
+                (self.slab.len() - 1) as u32
+            }
         }
-        self.heap[i] = e;
     }
 
-    /// Puts `e` at the root (the old root is gone) and moves it down: the
-    /// hole goes down to a leaf along the smallest children, then `e`
-    /// (taken from the end, so likely large) goes up from there.
-    fn sift_down(&mut self, e: Entry) {
-        let k = e.key();
-        let n = self.heap.len();
-        let mut i = 0;
-        loop {
-            let first = 4 * i + 1;
-            let Some(children) = self.heap.get(first..(first + 4).min(n)) else { break };
-            let Some((j, m)) = min_of(children) else { break };
-            self.heap[i] = m;
-            i = first + j;
+    /// Files `e` (its key above the last popped) in its bucket.
+    fn file(&mut self, e: Entry) {
+        let (at, seq) = self.current;
+        let b = bucket(e.key(), key(at, seq));
+        if let Some(v) = self.buckets.get_mut(b) {
+            v.push(e);
+            self.filled |= 1 << (b - 1);
+            self.len += 1;
         }
-        while i > 0 {
-            let parent = (i - 1) / 4;
-            let p = self.heap[parent];
-            if p.key() <= k {
-                break;
+    }
+
+    /// Removes the smallest entry: the smallest of the lowest non-empty
+    /// bucket. It becomes the last popped, and the rest of its bucket is
+    /// filed again below it.
+    fn take_min(&mut self) -> Option<Entry> {
+        if self.filled == 0 {
+            return None;
+        }
+        let b = self.filled.trailing_zeros() as usize + 1;
+        let mut entries = std::mem::take(self.buckets.get_mut(b)?);
+        self.filled &= !(1 << (b - 1));
+        let (i, _) = entries.iter().enumerate().min_by_key(|(_, e)| e.key())?;
+        let min = entries.swap_remove(i);
+        self.len -= 1;
+        self.current = (min.at, min.seq);
+        let last = min.key();
+        for e in entries.drain(..) {
+            let nb = bucket(e.key(), last);
+            if let Some(v) = self.buckets.get_mut(nb) {
+                v.push(e);
+                self.filled |= 1 << (nb - 1);
             }
-            self.heap[i] = p;
-            i = parent;
         }
-        self.heap[i] = e;
+        // Keep the bucket's allocation.
+        if let Some(v) = self.buckets.get_mut(b) {
+            *v = entries;
+        }
+        Some(min)
     }
 }
 
