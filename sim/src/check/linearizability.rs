@@ -29,21 +29,30 @@ fn parse(v: Option<&Bytes>) -> u64 {
     v.and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0)
 }
 
-/// `(client, seq)` ↦ history index (the last, should one repeat), by
-/// binary search over the sorted pairs.
-struct Index(Vec<((ClientId, Seq), usize)>);
+/// `(client, seq)` ↦ history index (the last, should one repeat): per
+/// client, its `(seq, index)` pairs, which a client issues in order (so
+/// they come sorted; they are sorted if not).
+struct Index(BTreeMap<ClientId, Vec<(Seq, usize)>>);
 
 impl Index {
     fn new(history: &[HistOp]) -> Index {
-        let mut pairs: Vec<_> = history.iter().enumerate().map(|(i, op)| ((op.client, op.seq), i)).collect();
-        pairs.sort_unstable();
-        Index(pairs)
+        let mut by_client: BTreeMap<ClientId, Vec<(Seq, usize)>> = BTreeMap::new();
+        for (i, op) in history.iter().enumerate() {
+            by_client.entry(op.client).or_default().push((op.seq, i));
+        }
+        for pairs in by_client.values_mut() {
+            if !pairs.is_sorted() {
+                pairs.sort();
+            }
+        }
+        Index(by_client)
     }
 
-    fn get(&self, id: (ClientId, Seq)) -> Option<usize> {
-        let end = self.0.partition_point(|(k, _)| *k <= id);
-        let (k, i) = self.0.get(end.checked_sub(1)?)?;
-        (*k == id).then_some(*i)
+    fn get(&self, (client, seq): (ClientId, Seq)) -> Option<usize> {
+        let pairs = self.0.get(&client)?;
+        let end = pairs.partition_point(|(s, _)| *s <= seq);
+        let (s, i) = pairs.get(end.checked_sub(1)?)?;
+        (*s == seq).then_some(*i)
     }
 }
 
@@ -88,7 +97,7 @@ pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaI
     }
 
     // Every acknowledged operation took effect exactly where its reply says.
-    let mut order: Vec<(usize, u64, Option<u64>)> = Vec::new();
+    let mut order: Vec<(usize, u64, Option<u64>)> = Vec::with_capacity(history.len());
     let mut reads: Vec<usize> = Vec::new();
     for (i, op) in history.iter().enumerate() {
         let at = index.get((op.client, op.seq)).and_then(|j| position.get(j)?.as_ref());
@@ -127,9 +136,16 @@ pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaI
             _ => {}
         }
     }
+    // By invocation: the history is in invocation order, so this comes
+    // sorted (and is sorted if not; the order among equal times does not
+    // matter, see `check_reads`).
+    let mut by_invoke: Vec<(u64, usize)> = order.iter().map(|(p, i, _)| (*i, *p)).collect();
+    if !by_invoke.is_sorted_by_key(|(i, _)| *i) {
+        by_invoke.sort_unstable_by_key(|(i, _)| *i);
+    }
     // Real-time order: an operation that completed before another was
     // invoked must take effect before it.
-    order.sort();
+    sort_by_position(&mut order, pos);
     let mut max_invoke = 0;
     let mut worst: Option<(usize, u64, u64)> = None;
     for (p, invoke, complete) in &order {
@@ -143,8 +159,26 @@ pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaI
     if let Some((p, c, inv)) = worst {
         v.add("linearizability", format!("operation at position {p} completed at {c} µs, before an operation ordered earlier was invoked at {inv} µs"));
     }
-    check_reads(history, &reads, &order, &versions, pos, v);
+    check_reads(history, &reads, &order, by_invoke, &versions, pos, v);
     Replayed { model, complete: complete_log }
+}
+
+/// Sorts `(position, invoke, complete)` entries. Positions are distinct
+/// unless the history repeats a request, so each entry goes straight to
+/// its place; a repeat falls back to sorting.
+fn sort_by_position(order: &mut Vec<(usize, u64, Option<u64>)>, positions: usize) {
+    let mut placed: Vec<Option<(u64, Option<u64>)>> = vec![None; positions];
+    for (p, invoke, complete) in order.iter() {
+        match placed.get_mut(*p) {
+            Some(cell @ None) => *cell = Some((*invoke, *complete)),
+            _ => {
+                order.sort();
+                return;
+            }
+        }
+    }
+    order.clear();
+    order.extend(placed.into_iter().enumerate().filter_map(|(p, e)| e.map(|(i, c)| (p, i, c))));
 }
 
 /// Reads served without going through the log take effect between two
@@ -163,6 +197,7 @@ fn check_reads(
     history: &[HistOp],
     reads: &[usize],
     order: &[(usize, u64, Option<u64>)],
+    mut by_invoke: Vec<(u64, usize)>,
     versions: &BTreeMap<u64, Vec<(usize, u64)>>,
     gaps: usize,
     v: &mut Violations,
@@ -173,12 +208,13 @@ fn check_reads(
     // Executed requests by completion time (prefix max of position + 1)
     // and by invocation time (suffix min of position).
     let mut by_complete: Vec<(u64, usize)> = order.iter().filter_map(|(p, _, c)| c.map(|c| (c, p + 1))).collect();
-    by_complete.sort();
+    // Only the boundaries between distinct times are looked up (prefix
+    // maxima and suffix minima there), so the order among equal times
+    // does not matter.
+    by_complete.sort_unstable_by_key(|(c, _)| *c);
     for i in 1..by_complete.len() {
         by_complete[i].1 = by_complete[i].1.max(by_complete[i - 1].1);
     }
-    let mut by_invoke: Vec<(u64, usize)> = order.iter().map(|(p, i, _)| (*i, *p)).collect();
-    by_invoke.sort();
     for i in (0..by_invoke.len().saturating_sub(1)).rev() {
         by_invoke[i].1 = by_invoke[i].1.min(by_invoke[i + 1].1);
     }
