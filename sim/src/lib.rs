@@ -4,7 +4,8 @@
 //! One file per simulated component: `network`, `disk`, `cpu`, `memory`
 //! (a collector model from `stutter_gc` per replica), `node` (a replica
 //! process), `clients`, `faults`; `world` moves events between them.
-//! Checkers are in `check/`, one file per property.
+//! Checkers are in `check/`, one file per property. `parallel` runs many
+//! seeds on several threads, each run single-threaded.
 
 pub mod calibration;
 pub mod check;
@@ -16,6 +17,7 @@ pub mod history;
 pub mod memory;
 pub mod network;
 pub mod node;
+pub mod parallel;
 pub mod queue;
 pub mod rng;
 pub mod scenario;

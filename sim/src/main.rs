@@ -111,11 +111,18 @@ enum Cmd {
         /// Virtual seconds of client load per run.
         #[arg(long)]
         duration: Option<f64>,
+        /// Threads, each running whole seeds (default: every core). The
+        /// output is the same whatever the number.
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// Runs per second of 10-virtual-second runs with load and GC pauses.
     Bench {
         #[arg(long, default_value_t = 200)]
         runs: u64,
+        /// Threads, each running whole seeds (default 1: the figure per core).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
     },
     /// List the named scenarios.
     Scenarios,
@@ -399,45 +406,49 @@ fn main() -> Result<()> {
             let out = stutter_sim::run_traced(s, seed, Box::new(std::io::BufWriter::new(std::io::stdout())));
             eprintln!("trace hash {:016x}, {} violation(s)", out.trace_hash, out.violations.len());
         }
-        Cmd::Swarm { seeds, bug, fail_fast, duration } => {
+        Cmd::Swarm { seeds, bug, fail_fast, duration, jobs } => {
             let (a, b) = parse_range(&seeds)?;
+            let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
             let t = Instant::now();
             let mut failing = Vec::new();
-            let mut runs = 0u64;
-            for seed in a..b {
-                runs += 1;
+            let run = |seed: u64| {
                 let mut s = Scenario::from_seed(seed);
                 s.bug = bug.map(Bug::from);
                 if let Some(d) = duration {
                     s.duration = (d * 1e6) as u64;
                 }
                 let out = stutter_sim::run(s.clone(), seed);
-                if !out.violations.is_empty() {
-                    println!("FAIL seed {seed} ({}): {} — {}", s.name, out.violations[0].check, out.violations[0].detail);
-                    failing.push(seed);
-                    if fail_fast {
-                        break;
-                    }
-                }
-            }
+                out.violations.first().map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))
+            };
+            let runs = stutter_sim::parallel::in_order(a, b, jobs, run, |seed, fail| {
+                let Some(line) = fail else { return true };
+                println!("FAIL seed {line}");
+                failing.push(seed);
+                !fail_fast
+            });
             let secs = t.elapsed().as_secs_f64();
-            println!("swarm {a}..{b}: {runs} runs, {} failing, {:.1} runs/s", failing.len(), runs as f64 / secs.max(1e-9));
+            let rate = runs as f64 / secs.max(1e-9);
+            println!(
+                "swarm {a}..{b}: {runs} runs, {} failing, {rate:.1} runs/s = {:.0} runs/min on {jobs} thread(s)",
+                failing.len(),
+                rate * 60.0
+            );
             if !failing.is_empty() {
                 println!("failing seeds: {failing:?}");
                 bail!("{} failing seed(s)", failing.len());
             }
         }
-        Cmd::Bench { runs } => {
+        Cmd::Bench { runs, jobs } => {
+            let s = Scenario::named("gc-memory-pressure").context("preset")?;
             let t = Instant::now();
             let mut events = 0;
-            for seed in 0..runs {
-                let s = Scenario::named("gc-memory-pressure").context("preset")?;
-                let out = stutter_sim::run(s, seed);
-                events += out.events;
-            }
+            stutter_sim::parallel::in_order(0, runs, jobs, |seed| stutter_sim::run(s.clone(), seed).events, |_, e| {
+                events += e;
+                true
+            });
             let secs = t.elapsed().as_secs_f64();
             println!(
-                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
+                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses) on {jobs} thread(s) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
                 runs as f64 / secs,
                 runs as f64 / secs * 60.0,
                 events as f64 / secs
