@@ -77,6 +77,10 @@ pub struct Clients {
 
 impl Clients {
     pub fn new(s: &Scenario) -> Clients {
+        // Room for the operations the offered load will issue (a little
+        // more), so the history does not grow by copying; capped, as it is
+        // only a hint.
+        let expected_ops = (s.workload.rate * s.duration as f64 / 1e6 * 1.1).clamp(0.0, 1e7) as usize;
         let clients = (0..s.workload.clients)
             .map(|c| Client {
                 id: c as ClientId + 1,
@@ -98,9 +102,9 @@ impl Clients {
             delay_mean_extra: s.net_delay_mean_extra,
             client_timeout: s.client_timeout,
             clients,
-            history: Vec::new(),
-            requests: Vec::new(),
-            latencies: Vec::new(),
+            history: Vec::with_capacity(expected_ops),
+            requests: Vec::with_capacity(expected_ops),
+            latencies: Vec::with_capacity(expected_ops),
             key_names: (0..s.workload.keys.min(KEY_NAMES)).map(|k| Bytes::from(key_name(k))).collect(),
             next_value: 1,
             written: BTreeMap::new(),

@@ -259,17 +259,13 @@ fn check_reads(
         // Gaps where the key holds the value read: version j holds from
         // just after its write to the write of version j + 1.
         let vs = versions.get(&key).unwrap_or(&none);
-        let mut ranges: Vec<(usize, usize)> = Vec::new();
-        if *value == 0 {
-            ranges.push((0, vs.first().map_or(gaps, |v| v.0)));
-        }
+        let absent = (*value == 0).then(|| (0, vs.first().map_or(gaps, |v| v.0)));
         let by_value = written.get(&key).unwrap_or(&no_values);
-        for j in by_value.get(value).into_iter().flatten() {
-            if let Some((p, _)) = vs.get(*j) {
-                ranges.push((p + 1, vs.get(j + 1).map_or(gaps, |n| n.0)));
-            }
-        }
-        let gap = ranges.iter().filter(|(_, end)| *end >= lo).map(|(start, _)| (*start).max(lo)).min();
+        let held = by_value.get(value).into_iter().flatten().filter_map(|j| {
+            let (p, _) = vs.get(*j)?;
+            Some((p + 1, vs.get(j + 1).map_or(gaps, |n| n.0)))
+        });
+        let gap = absent.into_iter().chain(held).filter(|(_, end)| *end >= lo).map(|(start, _)| start.max(lo)).min();
         match gap {
             Some(g) if g <= hi => placed.entry(key).or_default().0.push(std::cmp::Reverse((complete, g))),
             _ => {
