@@ -182,13 +182,13 @@ impl World {
                 let node = &mut self.nodes[r as usize];
                 if node.inc == inc && node.paused && self.now >= node.pause_until {
                     node.paused = false;
-                    // What queued up during the pause runs in a seeded order.
-                    let mut items: Vec<Input> = node.cpu.inbox.drain(..).collect();
+                    // What queued up during the pause runs in a seeded order
+                    // (shuffled in place: the inbox keeps its capacity).
+                    let items = node.cpu.inbox.make_contiguous();
                     for i in (1..items.len()).rev() {
                         let j = (self.rng.u64() % (i as u64 + 1)) as usize;
                         items.swap(i, j);
                     }
-                    self.nodes[r as usize].cpu.inbox = items.into();
                     self.kick(r);
                 }
             }
