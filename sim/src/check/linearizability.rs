@@ -218,14 +218,13 @@ fn check_reads(
     for i in (0..by_invoke.len().saturating_sub(1)).rev() {
         by_invoke[i].1 = by_invoke[i].1.min(by_invoke[i + 1].1);
     }
-    // Per key: where each value was written (values are unique per
-    // write; 0 is absent).
-    let mut written: BTreeMap<u64, BTreeMap<u64, Vec<usize>>> = BTreeMap::new();
+    // Per key: where each value was written, as (value, version index)
+    // sorted by value (values are unique per write; 0 is absent).
+    let mut written: BTreeMap<u64, Vec<(u64, usize)>> = BTreeMap::new();
     for (key, vs) in versions {
-        let by_value = written.entry(*key).or_default();
-        for (j, (_, v)) in vs.iter().enumerate() {
-            by_value.entry(*v).or_default().push(j);
-        }
+        let mut by_value: Vec<(u64, usize)> = vs.iter().enumerate().map(|(j, (_, v))| (*v, j)).collect();
+        by_value.sort_unstable();
+        written.insert(*key, by_value);
     }
     let mut reads: Vec<&HistOp> = reads.iter().filter_map(|i| history.get(*i)).collect();
     reads.sort_by_key(|r| (r.invoke, r.client, r.seq));
@@ -236,7 +235,7 @@ fn check_reads(
     // the running maximum of the released gaps.
     let mut placed: BTreeMap<u64, Placed> = BTreeMap::new();
     let none: Vec<(usize, u64)> = Vec::new();
-    let no_values: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    let no_values: Vec<(u64, usize)> = Vec::new();
     for r in reads {
         let (Some(complete), Outcome::Ok { value, .. }) = (r.complete, &r.outcome) else {
             continue;
@@ -261,7 +260,9 @@ fn check_reads(
         let vs = versions.get(&key).unwrap_or(&none);
         let absent = (*value == 0).then(|| (0, vs.first().map_or(gaps, |v| v.0)));
         let by_value = written.get(&key).unwrap_or(&no_values);
-        let held = by_value.get(value).into_iter().flatten().filter_map(|j| {
+        let first = by_value.partition_point(|(v, _)| v < value);
+        let same_value = by_value.get(first..).unwrap_or_default().iter().take_while(|(v, _)| v == value).map(|(_, j)| j);
+        let held = same_value.filter_map(|j| {
             let (p, _) = vs.get(*j)?;
             Some((p + 1, vs.get(j + 1).map_or(gaps, |n| n.0)))
         });
