@@ -43,10 +43,35 @@ fn bucket(k: u128, last: u128) -> usize {
     128 - (k ^ last).leading_zeros() as usize
 }
 
+/// Which buckets hold entries: bit `b - 1` for bucket `b` (two words:
+/// shifts of a 128-bit integer by a variable amount cost a branch).
+#[derive(Default)]
+struct Filled([u64; 2]);
+
+impl Filled {
+    fn set(&mut self, b: usize) {
+        let i = b - 1;
+        self.0[(i >> 6) & 1] |= 1 << (i & 63);
+    }
+
+    fn clear(&mut self, b: usize) {
+        let i = b - 1;
+        self.0[(i >> 6) & 1] &= !(1 << (i & 63));
+    }
+
+    /// The lowest bucket with entries.
+    fn lowest(&self) -> Option<usize> {
+        match self.0 {
+            [0, 0] => None,
+            [0, hi] => Some(64 + hi.trailing_zeros() as usize + 1),
+            [lo, _] => Some(lo.trailing_zeros() as usize + 1),
+        }
+    }
+}
+
 pub struct Queue<E> {
     buckets: Vec<Vec<Entry>>,
-    /// Bit `b - 1` is set when bucket `b` is not empty.
-    filled: u128,
+    filled: Filled,
     len: usize,
     /// Events by slot; `None` for a free slot (listed in `free`).
     slab: Vec<Option<E>>,
@@ -61,7 +86,7 @@ impl<E> Default for Queue<E> {
     fn default() -> Self {
         Queue {
             buckets: (0..=128).map(|_| Vec::new()).collect(),
-            filled: 0,
+            filled: Filled::default(),
             len: 0,
             slab: Vec::new(),
             free: Vec::new(),
@@ -148,7 +173,7 @@ impl<E> Queue<E> {
         let b = bucket(e.key(), key(at, seq));
         if let Some(v) = self.buckets.get_mut(b) {
             v.push(e);
-            self.filled |= 1 << (b - 1);
+            self.filled.set(b);
             self.len += 1;
         }
     }
@@ -157,22 +182,39 @@ impl<E> Queue<E> {
     /// bucket. It becomes the last popped, and the rest of its bucket is
     /// filed again below it.
     fn take_min(&mut self) -> Option<Entry> {
-        if self.filled == 0 {
-            return None;
+        let b = self.filled.lowest()?;
+        let entries = self.buckets.get_mut(b)?;
+        if entries.is_empty() {
+            // Cannot happen (the mask follows the buckets); recover anyway.
+            self.filled.clear(b);
+            return self.take_min();
         }
-        let b = self.filled.trailing_zeros() as usize + 1;
-        let mut entries = std::mem::take(self.buckets.get_mut(b)?);
-        self.filled &= !(1 << (b - 1));
-        let (i, _) = entries.iter().enumerate().min_by_key(|(_, e)| e.key())?;
+        if entries.len() == 1 {
+            // Alone in its bucket: nothing to file again.
+            let min = entries.pop()?;
+            self.filled.clear(b);
+            self.len -= 1;
+            self.current = (min.at, min.seq);
+            return Some(min);
+        }
+        let mut entries = std::mem::take(entries);
+        self.filled.clear(b);
+        let mut i = 0;
+        let mut k = u128::MAX;
+        for (j, e) in entries.iter().enumerate() {
+            if e.key() < k {
+                k = e.key();
+                i = j;
+            }
+        }
         let min = entries.swap_remove(i);
         self.len -= 1;
         self.current = (min.at, min.seq);
-        let last = min.key();
         for e in entries.drain(..) {
-            let nb = bucket(e.key(), last);
+            let nb = bucket(e.key(), k);
             if let Some(v) = self.buckets.get_mut(nb) {
                 v.push(e);
-                self.filled |= 1 << (nb - 1);
+                self.filled.set(nb);
             }
         }
         // Keep the bucket's allocation.
@@ -199,8 +241,9 @@ mod tests {
     }
 
     /// Pushes and pops at random against an ordered set of (time, push
-    /// number): the same pops, in the same order.
-    fn matches_an_ordered_set(mut q: Queue<u64>, rounds: u64) -> Queue<u64> {
+    /// number): the same pops, in the same order. Delays are below
+    /// `spread`, now and then far beyond it.
+    fn matches_an_ordered_set(mut q: Queue<u64>, rounds: u64, spread: u64) -> Queue<u64> {
         let mut reference = std::collections::BTreeSet::new();
         let mut x: u64 = 12345;
         let mut now = 0;
@@ -208,7 +251,7 @@ mod tests {
         for round in 0..rounds {
             for _ in 0..(round % 3) {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let at = (x >> 33) % 60;
+                let at = if x & 15 == 0 { (x >> 20) % (spread << 20) } else { (x >> 33) % spread };
                 n += 1;
                 q.push(now, now + at, n);
                 reference.insert((now + at, n));
@@ -228,8 +271,11 @@ mod tests {
 
     #[test]
     fn interleaved_pushes_and_pops_keep_the_order_and_reuse_slots() {
-        let q = matches_an_ordered_set(Queue::default(), 5_000);
-        assert!(q.slab.len() < 40, "slots are reused: {}", q.slab.len());
+        for spread in [1, 60, 5_000, 1 << 30] {
+            let q = matches_an_ordered_set(Queue::default(), 5_000, spread);
+            assert!(q.slab.len() < 60, "slots are reused: {}", q.slab.len());
+            assert!(q.is_empty());
+        }
     }
 
     #[test]
