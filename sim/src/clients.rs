@@ -28,8 +28,10 @@ fn key_name(k: u64) -> String {
 pub enum ClientEvent {
     /// The next intended start of client `c`.
     Tick { c: usize, at: Time },
-    /// A request reaches replica `r` at `at`.
-    Arrive { r: ReplicaId, req: Request, at: Time },
+    /// The request of history operation `op` (`Clients::requests`)
+    /// reaches replica `r` at `at`. (The request itself is copied when it
+    /// arrives: an index keeps the world's events small.)
+    Arrive { r: ReplicaId, op: usize, at: Time },
     /// Client `c`'s timeout entry (one per client, moved to the latest).
     Timeout { c: usize, at: Time },
 }
@@ -231,12 +233,11 @@ impl Clients {
 
     fn send_current(&mut self, c: usize, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
         let Some(idx) = self.clients[c].current else { return };
-        let Some(req) = self.requests.get(idx).cloned() else { return };
         let cl = &mut self.clients[c];
         cl.attempt += 1;
         let (r, seq, attempt) = (cl.target, cl.seq, cl.attempt);
         let at = now + self.delay(rng);
-        out.push(ClientEvent::Arrive { r, req, at });
+        out.push(ClientEvent::Arrive { r, op: idx, at });
         self.set_timeout(c, now + self.client_timeout, seq, attempt, out);
     }
 

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use stutter_core::{Action, ClientId, Config, Input, Message, Output, Replica, ReplicaId, Reply, Request, Seq, Slot, Time, Timer, TraceEvent};
+use stutter_core::{Action, ClientId, Config, Input, Message, Output, Replica, ReplicaId, Reply, Seq, Slot, Time, Timer, TraceEvent};
 
 use crate::check::{Checker, Violation};
 use crate::clients::{ClientEvent, Clients};
@@ -32,7 +32,8 @@ pub(crate) enum Ev {
     Fault(Fault),
     Uncut { links: Vec<(ReplicaId, ReplicaId)> },
     ClientTick { c: usize },
-    ClientArrive { r: ReplicaId, req: Request },
+    /// History operation `op`'s request reaches replica `r`.
+    ClientArrive { r: ReplicaId, op: usize },
     ClientReply { c: usize, seq: Seq, reply: Reply },
     ClientTimeout { c: usize, at: Time },
     /// A collector's concurrent work may have changed its state.
@@ -200,7 +201,12 @@ impl World {
                 self.clients.tick(c, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
-            Ev::ClientArrive { r, req } => self.enqueue(r, Input::Request(req)),
+            Ev::ClientArrive { r, op } => {
+                if let Some(req) = self.clients.requests.get(op) {
+                    let req = req.clone();
+                    self.enqueue(r, Input::Request(req));
+                }
+            }
             Ev::ClientReply { c, seq, reply } => {
                 let mut evs = std::mem::take(&mut self.client_events);
                 self.clients.reply(c, seq, reply, self.now, &mut self.rng, &mut evs);
@@ -231,7 +237,7 @@ impl World {
         for e in evs.drain(..) {
             match e {
                 ClientEvent::Tick { c, at } => self.at(at, Ev::ClientTick { c }),
-                ClientEvent::Arrive { r, req, at } => self.at(at, Ev::ClientArrive { r, req }),
+                ClientEvent::Arrive { r, op, at } => self.at(at, Ev::ClientArrive { r, op }),
                 ClientEvent::Timeout { c, at } => self.at(at, Ev::ClientTimeout { c, at }),
             }
         }
