@@ -8,7 +8,8 @@ use stutter_core::{DurableState, Record, Time};
 #[derive(Default)]
 pub struct Disk {
     unsynced: Vec<(u64, Vec<Record>)>,
-    synced: Vec<Record>,
+    /// The durable appends, in order (kept as appended: no copying).
+    synced: Vec<Vec<Record>>,
     free_at: Time,
 }
 
@@ -28,15 +29,13 @@ impl Disk {
         // a prefix; moving it out needs no new list.
         let k = self.unsynced.iter().take_while(|(t, _)| *t <= token).count();
         if self.unsynced.get(k..).is_some_and(|rest| rest.iter().all(|(t, _)| *t > token)) {
-            for (_, recs) in self.unsynced.drain(..k) {
-                self.synced.extend(recs);
-            }
+            self.synced.extend(self.unsynced.drain(..k).map(|(_, recs)| recs));
             return;
         }
         let mut keep = Vec::new();
         for (t, recs) in self.unsynced.drain(..) {
             if t <= token {
-                self.synced.extend(recs);
+                self.synced.push(recs);
             } else {
                 keep.push((t, recs));
             }
@@ -57,7 +56,7 @@ impl Disk {
     /// The acceptor state the synced records rebuild.
     pub fn durable(&self) -> DurableState {
         let mut d = DurableState::default();
-        for rec in self.synced.iter().cloned() {
+        for rec in self.synced.iter().flatten().cloned() {
             d.apply(rec);
         }
         d
@@ -87,10 +86,11 @@ mod tests {
         d.append(0, 1, 1, b(1));
         d.append(0, 1, 3, b(3));
         d.append(0, 1, 2, b(2));
+        let synced = |d: &Disk| d.synced.iter().flatten().cloned().collect::<Vec<_>>();
         d.synced(2);
-        assert_eq!(d.synced, vec![Record::Ballot(1), Record::Ballot(2)]);
+        assert_eq!(synced(&d), vec![Record::Ballot(1), Record::Ballot(2)]);
         d.synced(3);
-        assert_eq!(d.synced, vec![Record::Ballot(1), Record::Ballot(2), Record::Ballot(3)]);
+        assert_eq!(synced(&d), vec![Record::Ballot(1), Record::Ballot(2), Record::Ballot(3)]);
         assert!(d.unsynced.is_empty());
     }
 }
