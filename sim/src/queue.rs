@@ -197,8 +197,6 @@ impl<E> Queue<E> {
             self.current = (min.at, min.seq);
             return Some(min);
         }
-        let mut entries = std::mem::take(entries);
-        self.filled.clear(b);
         let mut i = 0;
         let mut k = u128::MAX;
         for (j, e) in entries.iter().enumerate() {
@@ -208,18 +206,20 @@ impl<E> Queue<E> {
             }
         }
         let min = entries.swap_remove(i);
+        self.filled.clear(b);
         self.len -= 1;
         self.current = (min.at, min.seq);
-        for e in entries.drain(..) {
-            let nb = bucket(e.key(), k);
-            if let Some(v) = self.buckets.get_mut(nb) {
-                v.push(e);
-                self.filled.set(nb);
+        // The rest goes to lower buckets (they share the bits above `b - 1`
+        // with the new last key, and differ from it below).
+        let (lower, upper) = self.buckets.split_at_mut(b);
+        if let Some(entries) = upper.first_mut() {
+            for e in entries.drain(..) {
+                let nb = bucket(e.key(), k);
+                if let Some(v) = lower.get_mut(nb) {
+                    v.push(e);
+                    self.filled.set(nb);
+                }
             }
-        }
-        // Keep the bucket's allocation.
-        if let Some(v) = self.buckets.get_mut(b) {
-            *v = entries;
         }
         Some(min)
     }
