@@ -265,8 +265,9 @@ impl World {
     /// (`Cpu::free_later`, with its sequence number reserved) while the
     /// inbox is empty: the next kick counts the core free if its time has
     /// passed, and an input left waiting puts the free-ups in the queue,
-    /// each at the place it would have had. About half of a run's events
-    /// never enter the queue, and the run is the same, event for event.
+    /// each at the place it would have had. In `sim bench`'s runs two
+    /// thirds of the free-ups (30 % of all events) never enter the queue,
+    /// and the run is the same, event for event.
     fn kick(&mut self, r: ReplicaId) {
         self.retire_frees(r);
         self.start_inputs(r);
