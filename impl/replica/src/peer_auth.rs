@@ -100,6 +100,13 @@ impl ClusterKey {
         m.verify_slice(tag).map_err(|_| HandshakeError::BadTag)
     }
 
+    /// The frame sealer and opener both ends of a handshake between `from`
+    /// and `to` with these nonces compute (tests and fuzzing build
+    /// sessions with it; a real link gets its own from the handshake).
+    pub fn session_of(&self, from: ReplicaId, to: ReplicaId, nonce_a: [u8; NONCE_LEN], nonce_b: [u8; NONCE_LEN]) -> (FrameSealer, FrameOpener) {
+        self.session(&Transcript { from, to, nonce_a, nonce_b })
+    }
+
     fn session(&self, t: &Transcript) -> (FrameSealer, FrameOpener) {
         let key = self.tag(b"session", t);
         let mac = <HmacSha256 as Mac>::new_from_slice(&key).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
@@ -277,12 +284,14 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Signs the frames one side of a connection sends, numbering them.
+#[derive(Clone)]
 pub struct FrameSealer {
     mac: HmacSha256,
     next: u64,
 }
 
 /// Checks the frames of a connection in order.
+#[derive(Clone)]
 pub struct FrameOpener {
     mac: HmacSha256,
     next: u64,
@@ -307,6 +316,20 @@ impl FrameSealer {
             out.truncate(start);
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e));
         }
+        self.finish(start, max, out)
+    }
+
+    /// Appends a sealed frame of an already encoded body (for tests and
+    /// fuzzing: the receiver decodes whatever the body is).
+    pub fn seal_body(&mut self, body: &[u8], max: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; 4]);
+        out.extend_from_slice(body);
+        self.finish(start, max, out)
+    }
+
+    /// Fills in the length of the frame at `start` and appends its tag.
+    fn finish(&mut self, start: usize, max: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
         let len = out.len() - start - 4;
         let Ok(len32) = u32::try_from(len) else {
             out.truncate(start);

@@ -113,7 +113,7 @@ pub struct Wal {
     dir: PathBuf,
     fsync: bool,
     segment_size: u64,
-    snapshots: Option<std::sync::mpsc::Sender<Record>>,
+    snapshots: Arc<SnapshotMailbox>,
     /// Trim point of the newest durable `snapshot.bin`.
     snapshot_durable: Arc<AtomicU64>,
     cur: Current,
@@ -149,14 +149,14 @@ impl Wal {
         let mut state = DurableState::default();
         let mut snapshot_trimmed = 0;
         if let Ok(bytes) = std::fs::read(dir.join(SNAPSHOT)) {
-            match parse_one(&bytes, 0, 0) {
-                Some((rec @ Record::Snapshot { .. }, _)) => {
+            match decode_snapshot_file(&bytes) {
+                Some(rec) => {
                     if let Record::Snapshot { trimmed, .. } = &rec {
                         snapshot_trimmed = *trimmed;
                     }
                     state.apply(rec)
                 }
-                _ => tracing::warn!("snapshot.bin is unreadable; recovering from the log alone"),
+                None => tracing::warn!("snapshot.bin is unreadable; recovering from the log alone"),
             }
         }
         let mut seqs: Vec<u64> = Vec::new();
@@ -179,17 +179,16 @@ impl Wal {
         for (seq, path) in files {
             let mut bytes = Vec::new();
             File::open(&path)?.read_to_end(&mut bytes)?;
-            let mut off = 0usize;
+            let (recs, valid) = decode_segment(&bytes, seq);
             let mut max_slot = 0;
-            while let Some((rec, next)) = parse_one(&bytes, off, seq) {
+            for rec in recs {
                 if let Record::Accept { slot, .. } = &rec {
                     max_slot = max_slot.max(*slot);
                 }
                 state.apply(rec);
-                off = next;
                 records += 1;
             }
-            bytes_total += off as u64;
+            bytes_total += valid as u64;
             sealed.push(Sealed { path, max_slot, legacy: seq == 0 });
         }
         tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot, accepted = state.accepted.len(), "write-ahead log recovered");
@@ -205,7 +204,8 @@ impl Wal {
         fsync_dir(dir)?;
 
         let snapshot_durable = Arc::new(AtomicU64::new(snapshot_trimmed));
-        let (stx, srx) = std::sync::mpsc::channel::<Record>();
+        let mailbox = Arc::new(SnapshotMailbox::default());
+        let srx = mailbox.clone();
         {
             let dir = dir.to_path_buf();
             let durable = snapshot_durable.clone();
@@ -223,7 +223,7 @@ impl Wal {
             dir: dir.to_path_buf(),
             fsync,
             segment_size,
-            snapshots: Some(stx),
+            snapshots: mailbox,
             snapshot_durable,
             cur: Current { seq, file, off: 0, max_slot: 0, header: 0 },
             unsynced: Vec::new(),
@@ -248,11 +248,7 @@ impl Wal {
         for rec in records {
             match &rec {
                 Record::Snapshot { .. } => {
-                    if let Some(tx) = &self.snapshots {
-                        if tx.send(rec).is_err() {
-                            return Err(other("snapshot writer stopped"));
-                        }
-                    }
+                    self.snapshots.put(rec);
                     continue;
                 }
                 Record::Ballot(b) => self.ballot = self.ballot.max(*b),
@@ -432,14 +428,60 @@ fn prepare(dir: &Path, seq: u64, segment_size: u64, recycle: Option<PathBuf>) ->
     Ok((seq, file))
 }
 
-/// Writes snapshots as they come, skipping to the newest when several
-/// are queued. A failure is logged and the log keeps every instance.
-fn snapshot_thread(dir: PathBuf, rx: std::sync::mpsc::Receiver<Record>, fsync: bool, durable: Arc<AtomicU64>) {
-    background_priority();
-    while let Ok(mut rec) = rx.recv() {
-        while let Ok(newer) = rx.try_recv() {
-            rec = newer;
+/// The newest snapshot not yet taken by the snapshot thread: one place,
+/// so it is bounded whatever the rate of trims. A newer snapshot replaces
+/// one not yet written (it covers everything the older one did); the
+/// segments the older would have retired stay until the newer is durable,
+/// so nothing is lost by skipping it.
+#[derive(Default)]
+struct SnapshotMailbox {
+    /// The waiting snapshot, and whether the log was dropped.
+    state: std::sync::Mutex<(Option<Record>, bool)>,
+    ready: std::sync::Condvar,
+}
+
+impl SnapshotMailbox {
+    fn put(&self, rec: Record) {
+        if let Ok(mut s) = self.state.lock() {
+            s.0 = Some(rec);
+            self.ready.notify_one();
         }
+    }
+
+    fn close(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.1 = true;
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next snapshot to write; `None` once closed and empty.
+    fn take(&self) -> Option<Record> {
+        let mut s = self.state.lock().ok()?;
+        loop {
+            if let Some(rec) = s.0.take() {
+                return Some(rec);
+            }
+            if s.1 {
+                return None;
+            }
+            s = self.ready.wait(s).ok()?;
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        // The snapshot thread writes what is waiting, then ends.
+        self.snapshots.close();
+    }
+}
+
+/// Writes snapshots as they come, the newest when several came meanwhile.
+/// A failure is logged and the log keeps every instance.
+fn snapshot_thread(dir: PathBuf, mailbox: Arc<SnapshotMailbox>, fsync: bool, durable: Arc<AtomicU64>) {
+    background_priority();
+    while let Some(rec) = mailbox.take() {
         let started = std::time::Instant::now();
         match write_snapshot(&dir, &rec, fsync) {
             Ok(()) => {
@@ -484,6 +526,27 @@ fn write_snapshot(dir: &Path, rec: &Record, fsync: bool) -> std::io::Result<()> 
         fsync_dir(dir)?;
     }
     Ok(())
+}
+
+/// The records of segment `seq` (0: the legacy file) from its start up to
+/// the first torn, corrupt or stale record, and how many bytes they take.
+pub fn decode_segment(bytes: &[u8], seq: u64) -> (Vec<Record>, usize) {
+    let mut off = 0;
+    let mut records = Vec::new();
+    while let Some((rec, next)) = parse_one(bytes, off, seq) {
+        records.push(rec);
+        off = next;
+    }
+    (records, off)
+}
+
+/// The snapshot record of a `snapshot.bin`, or `None` if it is torn,
+/// corrupt or holds another kind of record.
+pub fn decode_snapshot_file(bytes: &[u8]) -> Option<Record> {
+    match parse_one(bytes, 0, 0)? {
+        (rec @ Record::Snapshot { .. }, _) => Some(rec),
+        _ => None,
+    }
 }
 
 /// One record at `off` of segment `seq`, and where the next starts; `None`

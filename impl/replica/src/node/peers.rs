@@ -22,7 +22,12 @@ use crate::peer_auth::{self, ClusterKey};
 /// it (Paxos tolerates loss; the core resends what matters).
 pub const PEER_QUEUE: usize = 1 << 16;
 /// A connection that has not completed the handshake by then is closed.
+/// Generous: the handshake is two round trips, and the campaigns delay
+/// peer links by up to 200 ms each way and drop up to 30% of packets.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection attempt that takes longer is given up and retried (a peer
+/// behind a partition never answers).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// Inbound connections in their handshake at once; more are closed at
 /// once. Authenticated ones are not counted: there is one per peer (a
 /// newer one from the same peer replaces it).
@@ -77,20 +82,27 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                 return;
             }
         };
-        let linked = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
-            let mut s = TcpStream::connect(sa).await.map_err(|e| e.to_string())?;
+        let linked = async {
+            let mut s = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(sa)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => return Err("connect timed out".to_string()),
+            };
             let _ = s.set_nodelay(true);
-            let sealer = peer_auth::dial(&mut s, &p.key, p.me, to).await.map_err(|e| format!("handshake: {e}"))?;
-            Ok::<_, String>((s, sealer))
-        })
-        .await
-        .unwrap_or_else(|_| Err("connect or handshake timed out".into()));
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, peer_auth::dial(&mut s, &p.key, p.me, to)).await {
+                Ok(Ok(sealer)) => Ok((s, sealer)),
+                Ok(Err(e)) => Err(format!("handshake: {e}")),
+                Err(_) => Err("handshake: timed out".to_string()),
+            }
+        }
+        .await;
         let (stream, mut sealer) = match linked {
             Ok(l) => l,
             Err(e) => {
-                // A refused handshake is a misconfiguration worth a warning;
-                // a peer that is down is not. Each distinct error once.
-                if e.starts_with("handshake") && last_error.as_deref() != Some(&e) {
+                // A refused handshake is a misconfiguration worth a warning
+                // (a timed-out one is a slow network); a peer that is down
+                // is not. Each distinct error once.
+                if e.starts_with("handshake") && !e.ends_with("timed out") && last_error.as_deref() != Some(&e) {
                     tracing::warn!(%addr, peer = to, error = %e, "peer link refused");
                 }
                 last_error = Some(e);
