@@ -216,3 +216,41 @@ async fn receive(stream: TcpStream, mut opener: peer_auth::FrameOpener, from: Re
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sender of a received message is the replica the connection
+    /// authenticated as; frames name no sender. A dialer that claims an
+    /// id with the wrong key gets nothing through.
+    #[tokio::test]
+    async fn messages_are_attributed_to_the_authenticated_peer_only() {
+        let key = ClusterKey::new(Some(b"peers test secret!"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (events, mut rx) = mpsc::channel(16);
+        let params = LinkParams { me: 0, n: 3, key: key.clone(), max_frame: 1 << 20 };
+        tokio::spawn(listen(listener, events, params));
+
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut sealer = peer_auth::dial(&mut s, &key, 2, 0).await.unwrap();
+        let mut frame = Vec::new();
+        sealer.seal(&Message::Prepare { ballot: 258, last_executed: 0 }, 1 << 20, &mut frame).unwrap();
+        s.write_all(&frame).await.unwrap();
+        match rx.recv().await {
+            Some(Event::Peer { from, msg }) => {
+                assert_eq!(from, 2);
+                assert_eq!(msg, Message::Prepare { ballot: 258, last_executed: 0 });
+            }
+            _ => panic!("expected the message"),
+        }
+
+        let mut forged = TcpStream::connect(addr).await.unwrap();
+        let wrong = ClusterKey::new(Some(b"not the secret at all"));
+        assert!(peer_auth::dial(&mut forged, &wrong, 1, 0).await.is_err());
+        let _ = forged.write_all(&frame).await;
+        let nothing = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
+        assert!(nothing.is_err(), "nothing arrives from a connection that failed the handshake");
+    }
+}
