@@ -10,8 +10,11 @@
 //!
 //! ```sh
 //! STUTTER_FUZZ_ITERS=2000000 STUTTER_FUZZ_SEED=$RANDOM \
-//!   cargo test --release -p stutter-replica --test fuzz_decoders -- --nocapture
+//!   cargo test -p stutter-replica --test fuzz_decoders -- --nocapture
 //! ```
+//!
+//! (not `--release`: the test profile's overflow checks turn arithmetic on
+//! decoded values into crashes the fuzzer can see).
 //!
 //! Crashing inputs are written to `target/tmp/fuzz-crashes/<target>/`;
 //! once fixed, copy them to `tests/fuzz/regressions/<target>/` so every
@@ -223,7 +226,6 @@ pub fn fuzz(target: &str, corpus: &[Vec<u8>], default_iters: u64, decode: impl F
             break;
         }
     }
-    drop(run);
     println!(
         "fuzz {target}: {tried} inputs ({} regression, {} corpus, {iters} generated), seed {seed}, {} crashes",
         kept.len(),
