@@ -2,9 +2,9 @@
 //! same invocation, Replicant. See docs/performance.md.
 
 //!
-//! Module graph (one way): `main` → {`open_loop`, `preload`} →
-//! `connection` → `tally` → `check` → {`framed_target`, `text_target`,
-//! `workload`, `spec`}.
+//! Module graph (one way): `main` → `open_loop` → `connection` → `tally`
+//! → `check`; `main` → `preload`; and below all of them the protocols and
+//! the workload: `framed_target` → `text_target` → `workload`, and `spec`.
 
 mod check;
 mod connection;
