@@ -163,10 +163,10 @@ fn promise_carries_log_suffix_above_candidates_last_executed() {
     msg(&mut r, 1, 1, Message::Accept { ballot: 1, slot: 1, value: Value::Noop });
     msg(&mut r, 1, 1, Message::Accept { ballot: 1, slot: 2, value: batch(vec![put(9, 1, "k", "v")]) });
     let mut out = Vec::new();
-    r.handle(2, Input::Persisted { token: 10 }, &mut out);
+    r.handle(2, Input::Persisted { token: r.tokens().0 }, &mut out);
     let out = msg(&mut r, 3, 2, Message::Prepare { ballot: 258, last_executed: 1 });
     let mut out2 = Vec::new();
-    r.handle(4, Input::Persisted { token: 10 }, &mut out2);
+    r.handle(4, Input::Persisted { token: r.tokens().0 }, &mut out2);
     let all: Vec<Output> = out.into_iter().chain(out2).collect();
     match &sends(&all)[..] {
         [(2, Message::Promise { ok: true, entries, .. })] => {
@@ -192,9 +192,9 @@ fn merge_committed_wins_else_highest_ballot_and_gaps_become_noops() {
     r5.handle(0, Input::Start, &mut o);
     msg(&mut r5, 1, 1, Message::Accept { ballot: 1, slot: 1, value: x.clone() });
     msg(&mut r5, 1, 1, Message::Accept { ballot: 1, slot: 2, value: z.clone() });
-    r5.handle(2, Input::Persisted { token: 100 }, &mut o);
+    r5.handle(2, Input::Persisted { token: r5.tokens().0 }, &mut o);
     r5.handle(10_000, Input::Timer(Timer::Election), &mut o);
-    r5.handle(10_000, Input::Persisted { token: 100 }, &mut o);
+    r5.handle(10_000, Input::Persisted { token: r5.tokens().0 }, &mut o);
     let b5 = r5.ballot();
     let p1 = vec![inst(1, 1, a.clone(), InstanceState::Committed), inst(4, 2, x.clone(), InstanceState::InProgress)];
     let p2 = vec![inst(2, 2, y.clone(), InstanceState::InProgress)];
@@ -263,7 +263,7 @@ fn leader_commits_on_majority_only_and_replies_to_the_client() {
     assert_eq!(r.instance(slot).map(|i| i.state), Some(InstanceState::InProgress));
     // Own persist completes → majority → commit, execute, reply.
     let mut out = Vec::new();
-    r.handle(2_002, Input::Persisted { token: 100 }, &mut out);
+    r.handle(2_002, Input::Persisted { token: r.tokens().0 }, &mut out);
     assert_eq!(replies(&out), vec![(7, 1, Reply::Done)]);
     assert_eq!(r.last_executed(), slot);
 }
@@ -307,7 +307,7 @@ fn follower_commits_only_entries_of_the_heartbeats_ballot() {
     // Slot 1 holds a value of the old ballot 256, which the leader of 258
     // may have replaced: a 258 heartbeat must not commit it.
     let mut o = Vec::new();
-    r.handle(2, Input::Persisted { token: 100 }, &mut o);
+    r.handle(2, Input::Persisted { token: r.tokens().0 }, &mut o);
     let out = msg(&mut r, 3, 2, Message::Heartbeat { ballot: 258, last_executed: 3, global_last_executed: 0 });
     assert_eq!(r.last_executed(), 0, "slot 1 is from ballot 256: not committed by a 258 heartbeat");
     match actions(&out).last() {
@@ -319,7 +319,7 @@ fn follower_commits_only_entries_of_the_heartbeats_ballot() {
     let out = msg(&mut r, 5, 2, Message::Heartbeat { ballot: 258, last_executed: 3, global_last_executed: 0 });
     assert_eq!(r.last_executed(), 2, "slots 1-2 at ballot 258; slot 3 missing");
     let mut o = Vec::new();
-    r.handle(6, Input::Persisted { token: 100 }, &mut o);
+    r.handle(6, Input::Persisted { token: r.tokens().0 }, &mut o);
     let all: Vec<Output> = out.into_iter().chain(o).collect();
     assert!(sends(&all).iter().any(|(to, m)| *to == 2
         && matches!(m, Message::HeartbeatReply { ok: true, last_executed: 2, leader_last_executed: 3, .. })));
@@ -338,7 +338,7 @@ fn retried_request_is_answered_from_the_session_table_without_a_new_slot() {
     assert_eq!(r.last_index(), slot);
     msg(&mut r, 2_002, 1, Message::Accepted { ballot: b, slot, ok: true });
     let mut out = Vec::new();
-    r.handle(2_003, Input::Persisted { token: 100 }, &mut out);
+    r.handle(2_003, Input::Persisted { token: r.tokens().0 }, &mut out);
     assert_eq!(replies(&out), vec![(7, 1, Reply::Done)]);
     // Retried after execution: recorded reply, no new slot.
     let mut out = Vec::new();
@@ -364,7 +364,7 @@ fn requests_beyond_the_window_are_batched() {
     assert_eq!(r.last_index(), start + 4);
     assert_eq!(r.pending_len(), 6);
     let b = r.ballot();
-    r.handle(2_001, Input::Persisted { token: 1_000 }, &mut out);
+    r.handle(2_001, Input::Persisted { token: r.tokens().0 }, &mut out);
     msg(&mut r, 2_002, 1, Message::Accepted { ballot: b, slot: start + 1, ok: true });
     assert_eq!(r.last_index(), start + 5);
     assert_eq!(r.instance(start + 5).map(|i| i.value.requests().len()), Some(3));
@@ -406,7 +406,7 @@ fn promiser_that_trimmed_past_the_candidate_sends_its_snapshot() {
     let b = r.ballot() + 256;
     let out = msg(&mut r, c.now, (follower + 1) % 3, Message::Prepare { ballot: b, last_executed: 0 });
     let mut o = Vec::new();
-    r.handle(c.now, Input::Persisted { token: u64::MAX }, &mut o);
+    r.handle(c.now, Input::Persisted { token: r.tokens().0 }, &mut o);
     let all: Vec<Output> = out.into_iter().chain(o).collect();
     match sends(&all).into_iter().find(|(_, m)| matches!(m, Message::Promise { .. })) {
         Some((_, Message::Promise { ok: true, snapshot: Some(s), entries, .. })) => {

@@ -66,7 +66,8 @@ fn leader_with_k() -> Replica {
     handle(&mut r, 1_002, Input::Request(put(7, 1, "k", "v")));
     let slot = r.last_index();
     msg(&mut r, 1_003, 1, Message::Accepted { ballot: b, slot, ok: true });
-    let out = handle(&mut r, 1_004, Input::Persisted { token: 100 });
+    let issued = r.tokens().0;
+    let out = handle(&mut r, 1_004, Input::Persisted { token: issued });
     assert_eq!(replies(&out), vec![(7, 1, Reply::Done)]);
     r
 }
@@ -187,7 +188,8 @@ fn read_waits_until_the_new_leader_executed_what_earlier_leaders_may_have_acknow
     assert!(replies(&out).is_empty(), "confirmed, but slot 1 is not executed: answering now could miss it");
     // The replay commits: the read sees the value.
     msg(&mut r, 1_004, 2, Message::Accepted { ballot: b, slot: 1, ok: true });
-    let out = handle(&mut r, 1_005, Input::Persisted { token: 100 });
+    let issued = r.tokens().0;
+    let out = handle(&mut r, 1_005, Input::Persisted { token: issued });
     assert_eq!(r.last_executed(), 1);
     let reads: Vec<_> = replies(&out).into_iter().filter(|r| r.0 == 9).collect();
     assert_eq!(reads, vec![(9, 1, Reply::Value(Some("old".into())))]);

@@ -28,6 +28,7 @@ pub fn test_config(n: usize) -> Config {
         trim_grace: 1_000,
         catchup_max: 8,
         trace: true,
+        check_invariants: true,
         injected_bug: None,
     }
 }
