@@ -32,7 +32,7 @@ const MAX_VIOLATIONS: usize = 20;
 
 impl Checker {
     pub fn new(n: usize) -> Checker {
-        Checker { max_ballot: vec![0; n], digests: BTreeMap::new(), slots: BTreeMap::new(), violations: Vec::new() }
+        Checker { max_ballot: vec![Ballot::ZERO; n], digests: BTreeMap::new(), slots: BTreeMap::new(), violations: Vec::new() }
     }
 
     fn violation(&mut self, check: &'static str, detail: String) {
@@ -94,7 +94,7 @@ impl Checker {
         // key ↦ (position, value after it) for every request that changed it.
         let mut versions: BTreeMap<Bytes, Vec<(usize, Option<Bytes>)>> = BTreeMap::new();
         let mut pos = 0usize;
-        let mut expected_slot = 1;
+        let mut expected_slot = Slot(1);
         let mut complete_log = true;
         let slots = std::mem::take(&mut self.slots);
         for (slot, (_, ids)) in &slots {
@@ -190,13 +190,13 @@ impl Checker {
         }
 
         // All replicas converge to the same executed state, equal to the model's.
-        let top = finals.iter().map(|f| f.1).max().unwrap_or(0);
+        let top = finals.iter().map(|f| f.1).max().unwrap_or(Slot::ZERO);
         for (r, le, _) in finals {
             if *le != top {
                 self.violation("convergence", format!("replica {r} executed up to {le}, others up to {top}"));
             }
         }
-        if complete_log && top as usize == slots.len() {
+        if complete_log && top.0 as usize == slots.len() {
             for (r, le, kv) in states {
                 if *le == top && *kv != model.kv {
                     self.violation("final-state", format!("replica {r}: key-value state differs from the replayed log"));

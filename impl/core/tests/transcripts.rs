@@ -49,18 +49,18 @@ fn a_changed_output_is_reported_and_printed_messages_read_back() {
         Request { client: 8, seq: 2, op: Op::Cas { key: "k".into(), from: None, to: "w".into() } },
         common::get(9, 3, "k"),
     ]));
-    let entry = Instance { slot: 4, ballot: 257, value: batch.clone(), state: InstanceState::Committed };
+    let entry = Instance { slot: Slot(4), ballot: Ballot(257), value: batch.clone(), state: InstanceState::Committed };
     let messages = vec![
-        Message::Prepare { ballot: 257, last_executed: 3 },
-        Message::Promise { ballot: 257, ok: true, last_executed: 3, entries: vec![entry.clone()], snapshot: None },
-        Message::Accept { ballot: 257, slot: 4, value: batch },
-        Message::Accept { ballot: 257, slot: 5, value: Value::Noop },
-        Message::Accepted { ballot: 257, slot: 4, ok: false },
-        Message::Heartbeat { ballot: 257, last_executed: 3, global_last_executed: 2 },
-        Message::HeartbeatReply { ballot: 257, ok: true, last_executed: 3, leader_last_executed: 4 },
-        Message::CatchUp { ballot: 257, entries: vec![entry] },
-        Message::ReadProbe { ballot: 257, id: 6 },
-        Message::ReadProbeAck { ballot: 257, id: 6 },
+        Message::Prepare { ballot: Ballot(257), last_executed: Slot(3) },
+        Message::Promise { ballot: Ballot(257), ok: true, last_executed: Slot(3), entries: vec![entry.clone()], snapshot: None },
+        Message::Accept { ballot: Ballot(257), slot: Slot(4), value: batch },
+        Message::Accept { ballot: Ballot(257), slot: Slot(5), value: Value::Noop },
+        Message::Accepted { ballot: Ballot(257), slot: Slot(4), ok: false },
+        Message::Heartbeat { ballot: Ballot(257), last_executed: Slot(3), global_last_executed: Slot(2) },
+        Message::HeartbeatReply { ballot: Ballot(257), ok: true, last_executed: Slot(3), leader_last_executed: Slot(4) },
+        Message::CatchUp { ballot: Ballot(257), entries: vec![entry] },
+        Message::ReadProbe { ballot: Ballot(257), id: 6 },
+        Message::ReadProbeAck { ballot: Ballot(257), id: 6 },
     ];
     for m in messages {
         let text = transcript::syntax::message(&m);

@@ -564,7 +564,7 @@ mod tests {
     use super::*;
 
     fn accept(slot: u64) -> Record {
-        Record::Accept { slot, ballot: 1, value: stutter_core::Value::Noop }
+        Record::Accept { slot: stutter_core::Slot(slot), ballot: stutter_core::Ballot(1), value: stutter_core::Value::Noop }
     }
 
     /// Two persists handed over right after a sync wait for the interval
@@ -581,7 +581,7 @@ mod tests {
         let thread = std::thread::spawn(move || wal_thread(wal, wal_rx, tx, interval));
 
         let before_first = std::time::Instant::now();
-        wal_tx.send((1, vec![Record::Ballot(1), accept(1)])).unwrap();
+        wal_tx.send((1, vec![Record::Ballot(stutter_core::Ballot(1)), accept(1)])).unwrap();
         assert!(matches!(rx.blocking_recv(), Some(Event::Persisted(1))));
         wal_tx.send((2, vec![accept(2)])).unwrap();
         wal_tx.send((3, vec![accept(3)])).unwrap();

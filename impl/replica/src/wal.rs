@@ -147,7 +147,7 @@ impl Wal {
     fn open_with(dir: &Path, fsync: bool, segment_size: u64) -> std::io::Result<(Wal, DurableState)> {
         std::fs::create_dir_all(dir)?;
         let mut state = DurableState::default();
-        let mut snapshot_trimmed = 0;
+        let mut snapshot_trimmed = Slot::ZERO;
         if let Ok(bytes) = std::fs::read(dir.join(SNAPSHOT)) {
             match parse_one(&bytes, 0, 0) {
                 Some((rec @ Record::Snapshot { .. }, _)) => {
@@ -180,7 +180,7 @@ impl Wal {
             let mut bytes = Vec::new();
             File::open(&path)?.read_to_end(&mut bytes)?;
             let mut off = 0usize;
-            let mut max_slot = 0;
+            let mut max_slot = Slot::ZERO;
             while let Some((rec, next)) = parse_one(&bytes, off, seq) {
                 if let Record::Accept { slot, .. } = &rec {
                     max_slot = max_slot.max(*slot);
@@ -192,7 +192,7 @@ impl Wal {
             bytes_total += off as u64;
             sealed.push(Sealed { path, max_slot, legacy: seq == 0 });
         }
-        tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot, accepted = state.accepted.len(), "write-ahead log recovered");
+        tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot.0, accepted = state.accepted.len(), "write-ahead log recovered");
 
         // Always continue in a fresh segment: the tails of the old ones
         // (torn, or stale from an earlier life) stay as they are. This also
@@ -204,7 +204,7 @@ impl Wal {
         file.sync_all()?;
         fsync_dir(dir)?;
 
-        let snapshot_durable = Arc::new(AtomicU64::new(snapshot_trimmed));
+        let snapshot_durable = Arc::new(AtomicU64::new(snapshot_trimmed.0));
         let (stx, srx) = std::sync::mpsc::channel::<Record>();
         {
             let dir = dir.to_path_buf();
@@ -225,7 +225,7 @@ impl Wal {
             segment_size,
             snapshots: Some(stx),
             snapshot_durable,
-            cur: Current { seq, file, off: 0, max_slot: 0, header: 0 },
+            cur: Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 },
             unsynced: Vec::new(),
             sealed,
             spares: sparerx,
@@ -235,7 +235,7 @@ impl Wal {
             buf: Vec::with_capacity(1 << 20),
             size: 0,
         };
-        if state.ballot > 0 {
+        if state.ballot > Ballot::ZERO {
             wal.append(vec![Record::Ballot(state.ballot)])?;
             wal.sync()?;
             wal.cur.header = wal.cur.off;
@@ -312,11 +312,11 @@ impl Wal {
             Err(_) => return Err(other("segment preparer stopped")),
         };
         self.spare_requested = false;
-        let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: 0, header: 0 });
+        let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 });
         self.sealed.push(Sealed { path: self.dir.join(segment_name(old.seq)), max_slot: old.max_slot, legacy: false });
         self.unsynced.push(old.file);
         let ballot = self.ballot;
-        if ballot > 0 {
+        if ballot > Ballot::ZERO {
             self.write_record(&Record::Ballot(ballot))?;
         }
         self.cur.header = self.buf.len() as u64;
@@ -341,7 +341,7 @@ impl Wal {
     /// Everything written is durable: sealed segments whose instances a
     /// durable snapshot covers go to the preparer for reuse.
     fn retire(&mut self) {
-        let t = self.snapshot_durable.load(Ordering::Acquire);
+        let t = Slot(self.snapshot_durable.load(Ordering::Acquire));
         if self.sealed.iter().all(|s| s.max_slot > t) {
             return;
         }
@@ -444,8 +444,8 @@ fn snapshot_thread(dir: PathBuf, rx: std::sync::mpsc::Receiver<Record>, fsync: b
         match write_snapshot(&dir, &rec, fsync) {
             Ok(()) => {
                 if let Record::Snapshot { trimmed, .. } = &rec {
-                    durable.fetch_max(*trimmed, Ordering::AcqRel);
-                    tracing::info!(trimmed, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
+                    durable.fetch_max(trimmed.0, Ordering::AcqRel);
+                    tracing::info!(trimmed = trimmed.0, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
                 }
             }
             Err(e) => tracing::error!(error = %e, "writing snapshot.bin failed; the log still holds everything"),
@@ -510,7 +510,7 @@ mod tests {
     use super::*;
 
     fn accept(slot: u64, ballot: u64) -> Record {
-        Record::Accept { slot, ballot, value: Value::Noop }
+        Record::Accept { slot: Slot(slot), ballot: Ballot(ballot), value: Value::Noop }
     }
 
     fn big(slot: u64, ballot: u64, bytes: usize) -> Record {
@@ -519,7 +519,7 @@ mod tests {
             seq: slot,
             op: stutter_core::Op::Put { key: "k".into(), value: vec![b'x'; bytes].into() },
         };
-        Record::Accept { slot, ballot, value: Value::Batch(Arc::new(vec![req])) }
+        Record::Accept { slot: Slot(slot), ballot: Ballot(ballot), value: Value::Batch(Arc::new(vec![req])) }
     }
 
     fn segment_files(dir: &Path) -> Vec<String> {
@@ -547,20 +547,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, s) = Wal::open(dir.path(), true).unwrap();
         assert_eq!(s, DurableState::default());
-        w.append(vec![Record::Ballot(257), accept(1, 257)]).unwrap();
+        w.append(vec![Record::Ballot(Ballot(257)), accept(1, 257)]).unwrap();
         w.append(vec![accept(2, 257)]).unwrap();
         w.sync().unwrap();
         drop(w);
         let (_, s) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(s.ballot, 257);
-        assert_eq!(s.accepted.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(s.ballot, Ballot(257));
+        assert_eq!(s.accepted.keys().map(|s| s.0).collect::<Vec<_>>(), vec![1, 2]);
     }
 
     #[test]
     fn torn_tail_is_ignored_and_the_log_stays_usable() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = Wal::open(dir.path(), true).unwrap();
-        w.append(vec![Record::Ballot(1), accept(1, 1)]).unwrap();
+        w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1)]).unwrap();
         w.sync().unwrap();
         w.append(vec![accept(2, 1)]).unwrap();
         w.sync().unwrap();
@@ -576,15 +576,15 @@ mod tests {
         w.sync().unwrap();
         drop(w);
         let (_, s) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(s.accepted.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
-        assert_eq!(s.ballot, 1);
+        assert_eq!(s.accepted.keys().map(|s| s.0).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(s.ballot, Ballot(1));
     }
 
     #[test]
     fn corrupt_byte_stops_replay_of_that_segment_there() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = Wal::open(dir.path(), true).unwrap();
-        w.append(vec![Record::Ballot(1), accept(1, 1), accept(2, 1)]).unwrap();
+        w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1), accept(2, 1)]).unwrap();
         w.sync().unwrap();
         let path = dir.path().join(segment_name(w.cur.seq));
         let len = w.cur.off;
@@ -592,7 +592,7 @@ mod tests {
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         f.write_all_at(&[0x55], len - 2).unwrap();
         let (_, s) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(s.ballot, 1);
+        assert_eq!(s.ballot, Ballot(1));
         assert_eq!(s.accepted.len(), 1, "the corrupt record and everything after it is dropped");
     }
 
@@ -602,7 +602,7 @@ mod tests {
     fn full_segments_continue_in_preallocated_ones_that_start_with_the_ballot() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-        w.append(vec![Record::Ballot(9)]).unwrap();
+        w.append(vec![Record::Ballot(Ballot(9))]).unwrap();
         let per = 64 << 10;
         let n = (3 * SMALL / per as u64) + 2;
         for slot in 1..=n {
@@ -617,7 +617,7 @@ mod tests {
         let len = std::fs::metadata(dir.path().join(&files[1])).unwrap().len();
         assert_eq!(len, SMALL);
         let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-        assert_eq!(s.ballot, 9);
+        assert_eq!(s.ballot, Ballot(9));
         assert_eq!(s.accepted.len() as u64, n);
     }
 
@@ -625,20 +625,20 @@ mod tests {
     fn a_record_larger_than_a_segment_gets_one_of_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-        w.append(vec![Record::Ballot(2), accept(1, 2)]).unwrap();
+        w.append(vec![Record::Ballot(Ballot(2)), accept(1, 2)]).unwrap();
         w.append(vec![big(2, 2, 3 * SMALL as usize)]).unwrap();
         w.append(vec![accept(3, 2)]).unwrap();
         w.sync().unwrap();
         drop(w);
         let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-        assert_eq!(s.accepted.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(s.accepted.keys().map(|s| s.0).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
 
     #[test]
     fn durable_snapshot_retires_old_segments_and_recycled_ones_replay_nothing_stale() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-        w.append(vec![Record::Ballot(3)]).unwrap();
+        w.append(vec![Record::Ballot(Ballot(3))]).unwrap();
         let per = 64 << 10;
         let n = (3 * SMALL / per as u64) + 2;
         for slot in 1..=n {
@@ -648,8 +648,8 @@ mod tests {
         let before = w.segments();
         // A snapshot covering all but the last few slots.
         let t = n - 3;
-        let snap = Arc::new(Snapshot { last_executed: t, ..Default::default() });
-        w.append(vec![Record::Snapshot { trimmed: t, snapshot: snap }]).unwrap();
+        let snap = Arc::new(Snapshot { last_executed: Slot(t), ..Default::default() });
+        w.append(vec![Record::Snapshot { trimmed: Slot(t), snapshot: snap }]).unwrap();
         w.sync().unwrap();
         wait_for(|| w.snapshot_durable.load(Ordering::Acquire) == t);
         // Retired once a later sync sees the durable snapshot.
@@ -661,10 +661,10 @@ mod tests {
         drop(w);
         assert!(segment_files(dir.path()).len() < before + 4, "retired segments are reused or removed");
         let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-        assert_eq!(s.ballot, 3);
-        assert_eq!(s.trimmed, t);
-        assert_eq!(s.snapshot.map(|s| s.last_executed), Some(t));
-        let keys: Vec<u64> = s.accepted.keys().copied().collect();
+        assert_eq!(s.ballot, Ballot(3));
+        assert_eq!(s.trimmed, Slot(t));
+        assert_eq!(s.snapshot.map(|s| s.last_executed), Some(Slot(t)));
+        let keys: Vec<u64> = s.accepted.keys().map(|s| s.0).collect();
         assert_eq!(keys, (t + 1..=n + 40).collect::<Vec<_>>(), "every instance above the snapshot, none stale");
     }
 
@@ -672,23 +672,23 @@ mod tests {
     fn without_the_snapshot_file_the_segments_still_hold_everything_it_did_not_retire() {
         let dir = tempfile::tempdir().unwrap();
         let (mut w, _) = Wal::open(dir.path(), true).unwrap();
-        w.append(vec![Record::Ballot(3)]).unwrap();
+        w.append(vec![Record::Ballot(Ballot(3))]).unwrap();
         for slot in 1..=10 {
             w.append(vec![accept(slot, 3)]).unwrap();
         }
-        let snap = Arc::new(Snapshot { last_executed: 6, ..Default::default() });
-        w.append(vec![Record::Snapshot { trimmed: 6, snapshot: snap }]).unwrap();
+        let snap = Arc::new(Snapshot { last_executed: Slot(6), ..Default::default() });
+        w.append(vec![Record::Snapshot { trimmed: Slot(6), snapshot: snap }]).unwrap();
         w.append(vec![accept(11, 3)]).unwrap();
         w.sync().unwrap();
         wait_for(|| dir.path().join(SNAPSHOT).exists());
         drop(w);
         let (_, s) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(s.trimmed, 6);
-        assert_eq!(s.snapshot.map(|s| s.last_executed), Some(6));
-        assert_eq!(s.accepted.keys().copied().collect::<Vec<_>>(), (7..=11).collect::<Vec<_>>());
+        assert_eq!(s.trimmed, Slot(6));
+        assert_eq!(s.snapshot.map(|s| s.last_executed), Some(Slot(6)));
+        assert_eq!(s.accepted.keys().map(|s| s.0).collect::<Vec<_>>(), (7..=11).collect::<Vec<_>>());
         std::fs::remove_file(dir.path().join(SNAPSHOT)).unwrap();
         let (_, s) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(s.trimmed, 0);
+        assert_eq!(s.trimmed, Slot(0));
         assert_eq!(s.accepted.len(), 11);
     }
 
@@ -708,7 +708,7 @@ mod tests {
     fn legacy_single_file_log_is_replayed() {
         let dir = tempfile::tempdir().unwrap();
         let mut bytes = Vec::new();
-        for rec in [Record::Ballot(5), accept(1, 5), accept(2, 5)] {
+        for rec in [Record::Ballot(Ballot(5)), accept(1, 5), accept(2, 5)] {
             let body = bincode::serialize(&rec).unwrap();
             bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
             bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
@@ -716,12 +716,12 @@ mod tests {
         }
         std::fs::write(dir.path().join(LEGACY), &bytes).unwrap();
         let (mut w, s) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(s.ballot, 5);
+        assert_eq!(s.ballot, Ballot(5));
         assert_eq!(s.accepted.len(), 2);
         w.append(vec![accept(3, 5)]).unwrap();
         w.sync().unwrap();
         drop(w);
         let (_, s) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(s.accepted.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(s.accepted.keys().map(|s| s.0).collect::<Vec<_>>(), vec![1, 2, 3]);
     }
 }

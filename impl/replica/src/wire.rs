@@ -108,7 +108,7 @@ mod tests {
 
     #[tokio::test]
     async fn peer_frames_round_trip() {
-        let f = PeerFrame { from: 2, msg: Message::Prepare { ballot: 258, last_executed: 4 } };
+        let f = PeerFrame { from: 2, msg: Message::Prepare { ballot: Ballot(258), last_executed: Slot(4) } };
         let bytes = encode(&f).unwrap();
         let body = read_frame(&mut &bytes[..], MAX_PEER_FRAME).await.unwrap().unwrap();
         let back: PeerFrame = decode(&body).unwrap();

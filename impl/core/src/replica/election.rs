@@ -113,7 +113,7 @@ impl Replica {
         out: &mut Vec<Output>,
     ) {
         let limit = self.sm.last_executed + MAX_SLOTS_AHEAD;
-        let entries = entries.into_iter().filter(|e| e.slot > 0 && e.slot <= limit).collect();
+        let entries = entries.into_iter().filter(|e| e.slot > Slot::ZERO && e.slot <= limit).collect();
         let RoleState::Candidate(c) = &mut self.role else {
             return self.ignore(Ignored::AnswerForRoleNotHeld);
         };
@@ -158,7 +158,7 @@ impl Replica {
             .values()
             .flat_map(|p| p.entries.iter().map(|i| i.slot))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(Slot::ZERO);
         let max_slot = promised_max.max(self.log.last_index()).max(base);
 
         // 3. Replay every merged slot at the new ballot.
@@ -167,7 +167,7 @@ impl Replica {
         records.reserve((max_slot - base) as usize);
         let mut replay = Vec::with_capacity((max_slot - base) as usize);
         let mut summaries = Vec::new();
-        for slot in base + 1..=max_slot {
+        for slot in Slot::between(base + 1, max_slot) {
             let (value, committed) = match merged.remove(&slot) {
                 Some((v, c, _)) => (v, c),
                 None if injected!(self.cfg, SkipNoopFill) => continue,
@@ -187,7 +187,7 @@ impl Replica {
         let peers: Vec<ReplicaId> = self.peers().collect();
         let progress = peers
             .iter()
-            .map(|p| (*p, Progress { last_executed: 0, heard: self.now, snapshot_sent: None }))
+            .map(|p| (*p, Progress { last_executed: Slot::ZERO, heard: self.now, snapshot_sent: None }))
             .collect();
         self.role = RoleState::Leader(LeaderState {
             votes,

@@ -4,7 +4,7 @@
 //! peer: no message, however malformed, may break these. Each check costs
 //! O(1) or a scan of a bounded queue, so that the simulator can afford it.
 
-use crate::types::{ballot_owner, InstanceState};
+use crate::types::{ballot_owner, InstanceState, Slot};
 
 use super::role::RoleState;
 use super::Replica;
@@ -122,7 +122,7 @@ impl Replica {
             ensure!(p.id <= self.last_probe, "probe {} was never sent (last {})", p.id, self.last_probe);
             ensure!(p.acks.contains(self.id), "probe without the leader's own acknowledgment");
         }
-        let mut index = 0;
+        let mut index = Slot::ZERO;
         for read in &r.confirmed {
             ensure!(read.index >= index, "confirmed read indexes decrease ({index} then {})", read.index);
             index = read.index;

@@ -69,7 +69,7 @@ pub(crate) use injected;
 /// How far beyond its last executed slot a replica stores instances. A
 /// message naming a slot further out is a peer fault: ignored, so that it
 /// cannot make the log allocate without bound.
-const MAX_SLOTS_AHEAD: Slot = 1 << 22;
+const MAX_SLOTS_AHEAD: u64 = 1 << 22;
 
 pub struct Replica {
     id: ReplicaId,
@@ -144,7 +144,7 @@ impl Replica {
             sm,
             role: RoleState::follower(None, 0),
             election_deadline: 0,
-            global_last_executed: 0,
+            global_last_executed: Slot::ZERO,
             executed_bytes: 0,
             barrier: Barrier::default(),
             last_probe: 0,

@@ -21,7 +21,7 @@
 use crate::io::Output;
 use crate::message::Message;
 use crate::trace::Action;
-use crate::types::{ballot_owner, Ballot, ReplicaId, Role};
+use crate::types::{ballot_owner, Ballot, ReplicaId, Role, Slot};
 
 use super::role::RoleState;
 use super::{injected, Ignored, Replica, MAX_SLOTS_AHEAD};
@@ -59,7 +59,7 @@ impl Replica {
             }
             Message::Accept { ballot, slot, value } => {
                 let stale = ballot < self.ballot && !injected!(self.cfg, AcceptLowerBallot);
-                let in_range = slot > 0 && slot <= self.sm.last_executed + MAX_SLOTS_AHEAD;
+                let in_range = slot > Slot::ZERO && slot <= self.sm.last_executed + MAX_SLOTS_AHEAD;
                 match self.ballot_rule(ballot, stale, in_range, out) {
                     Verdict::Stale => self.reject_accept(from, ballot, slot, &value, out),
                     Verdict::Ignored => {}

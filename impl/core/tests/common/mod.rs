@@ -124,7 +124,7 @@ impl Cluster {
                 unsynced: Vec::new(),
                 synced: Vec::new(),
                 timers: BTreeMap::new(),
-                max_ballot_seen: 0,
+                max_ballot_seen: Ballot::ZERO,
             });
         }
         for id in 0..cfg.n {

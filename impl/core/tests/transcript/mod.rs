@@ -462,7 +462,7 @@ impl Interp {
         let id = self.replica(args.first().ok_or("log ID")?)?;
         let r = &self.cluster()?.nodes[id as usize].replica;
         let mut out = format!("trimmed={}\n", r.trimmed());
-        for inst in r.instances_from(0) {
+        for inst in r.instances_from(Slot::ZERO) {
             let _ = writeln!(out, "{}", syntax::instance(inst));
         }
         Ok(out)

@@ -277,7 +277,7 @@ impl<'a> Parser<'a> {
             "executed" => InstanceState::Executed,
             w => return Err(format!("unknown instance state '{w}'")),
         };
-        Ok(Instance { slot, ballot, value: self.value()?, state })
+        Ok(Instance { slot: Slot(slot), ballot: Ballot(ballot), value: self.value()?, state })
     }
 
     /// A message as [`message`] prints it; every field must be given.
@@ -319,11 +319,15 @@ impl Fields {
         self.numbers.iter().find(|(k, _)| k == key).map(|(_, n)| *n).ok_or_else(|| format!("missing {key}="))
     }
 
+    fn slot(&self, key: &str) -> Result<Slot, String> {
+        self.num(key).map(Slot)
+    }
+
     fn build(self, kind: &str) -> Result<Message, String> {
-        let ballot = self.num("ballot")?;
+        let ballot = Ballot(self.num("ballot")?);
         let ok = || self.ok.ok_or("missing ok=");
         Ok(match kind {
-            "Prepare" => Message::Prepare { ballot, last_executed: self.num("last_executed")? },
+            "Prepare" => Message::Prepare { ballot, last_executed: self.slot("last_executed")? },
             "Promise" => {
                 if !self.no_snapshot {
                     return Err("missing snapshot=none".to_owned());
@@ -331,27 +335,27 @@ impl Fields {
                 Message::Promise {
                     ballot,
                     ok: ok()?,
-                    last_executed: self.num("last_executed")?,
+                    last_executed: self.slot("last_executed")?,
                     entries: self.entries.clone().ok_or("missing entries=")?,
                     snapshot: None,
                 }
             }
             "Accept" => Message::Accept {
                 ballot,
-                slot: self.num("slot")?,
+                slot: self.slot("slot")?,
                 value: self.value.clone().ok_or("missing value=")?,
             },
-            "Accepted" => Message::Accepted { ballot, slot: self.num("slot")?, ok: ok()? },
+            "Accepted" => Message::Accepted { ballot, slot: self.slot("slot")?, ok: ok()? },
             "Heartbeat" => Message::Heartbeat {
                 ballot,
-                last_executed: self.num("last_executed")?,
-                global_last_executed: self.num("global_last_executed")?,
+                last_executed: self.slot("last_executed")?,
+                global_last_executed: self.slot("global_last_executed")?,
             },
             "HeartbeatReply" => Message::HeartbeatReply {
                 ballot,
                 ok: ok()?,
-                last_executed: self.num("last_executed")?,
-                leader_last_executed: self.num("leader_last_executed")?,
+                last_executed: self.slot("last_executed")?,
+                leader_last_executed: self.slot("leader_last_executed")?,
             },
             "CatchUp" => Message::CatchUp { ballot, entries: self.entries.clone().ok_or("missing entries=")? },
             "ReadProbe" => Message::ReadProbe { ballot, id: self.num("id")? },
