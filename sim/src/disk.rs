@@ -63,11 +63,11 @@ mod tests {
     #[test]
     fn appends_complete_in_order_and_a_crash_loses_the_unsynced() {
         let mut d = Disk::default();
-        assert_eq!(d.append(0, 100, 1, vec![Record::Ballot(Ballot::from(1u64))]), 100);
+        assert_eq!(d.append(0, 100, 1, vec![Record::Ballot(Ballot(1))]), 100);
         // A faster second append still completes after the first.
-        assert_eq!(d.append(10, 20, 2, vec![Record::Ballot(Ballot::from(2u64))]), 100);
+        assert_eq!(d.append(10, 20, 2, vec![Record::Ballot(Ballot(2))]), 100);
         d.synced(1);
         d.crash();
-        assert_eq!(d.durable().ballot, Ballot::from(1u64));
+        assert_eq!(d.durable().ballot, Ballot(1));
     }
 }

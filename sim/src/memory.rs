@@ -84,7 +84,7 @@ impl MemoryModel {
         let sm = rep.state_machine();
         let entry = 24 + value_size + 48;
         let slot = 64 + 24 + value_size;
-        let log = rep.last_index().saturating_sub(rep.trimmed());
+        let log = if rep.last_index() > rep.trimmed() { rep.last_index() - rep.trimmed() } else { 0 };
         let own = sm.kv.len() as u64 * entry + sm.sessions.len() as u64 * 64 + log * slot;
         ((self.dataset_bytes + own) as f64 * self.overhead) as u64
     }

@@ -500,6 +500,7 @@ pub fn core_config(s: &Scenario) -> Config {
         trim_grace: 500 * MS,
         catchup_max: 64,
         trace: true,
+        check_invariants: true,
         injected_bug: s.bug,
     }
 }

@@ -33,8 +33,13 @@ pub struct Config {
     pub catchup_max: usize,
     /// Emit [`crate::Output::Trace`] events (off on the hot path).
     pub trace: bool,
+    /// Run [`crate::Replica::check_invariants`] after every step (always
+    /// on in debug builds; the simulator turns it on in release builds).
+    pub check_invariants: bool,
     /// A deliberately injected protocol bug, for tests that prove the
-    /// checkers catch it. Always `None` in production.
+    /// checkers catch it. Exists only with the `injected-bugs` feature,
+    /// which production builds leave off.
+    #[cfg(feature = "injected-bugs")]
     pub injected_bug: Option<Bug>,
 }
 
@@ -53,6 +58,8 @@ impl Default for Config {
             trim_grace: 2_000_000,
             catchup_max: 512,
             trace: false,
+            check_invariants: false,
+            #[cfg(feature = "injected-bugs")]
             injected_bug: None,
         }
     }
@@ -60,11 +67,13 @@ impl Default for Config {
 
 impl Config {
     pub fn majority(&self) -> usize {
-        self.n / 2 + 1
+        crate::quorum::Quorum::new(self.n).majority()
     }
 }
 
-/// Known protocol bugs that can be switched on to test the checkers.
+/// Known protocol bugs that can be switched on to test the checkers
+/// (feature `injected-bugs`).
+#[cfg(feature = "injected-bugs")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Bug {
     /// The new leader ignores the promised logs: it keeps only its own
@@ -79,7 +88,8 @@ pub enum Bug {
     /// A follower commits up to the leader's last executed whatever the
     /// ballot of its instances.
     FollowerCommitAnyBallot,
-    /// The leader answers `Get` from its local state without the log.
+    /// Any replica answers `Get` from its local state, without the log or
+    /// a leadership check.
     LocalReads,
     /// A new leader replays the merged slots but leaves the gaps between
     /// them empty instead of filling them with no-ops.

@@ -5,20 +5,20 @@
 
 use std::time::Instant;
 
-use stutter_core::{Message, Op, Request, Value};
+use stutter_core::{Ballot, Message, Op, Request, Slot, Value};
 use stutter_replica::peer_auth::{ClusterKey, NONCE_LEN};
 
 fn accept_of(requests: usize, value_bytes: usize) -> Message {
     let reqs = (0..requests)
         .map(|i| Request { client: 1, seq: i as u64, op: Op::Put { key: format!("key-{i:019}").into(), value: vec![b'v'; value_bytes].into() } })
         .collect();
-    Message::Accept { ballot: 258, slot: 9, value: Value::Batch(std::sync::Arc::new(reqs)) }
+    Message::Accept { ballot: Ballot(258), slot: Slot(9), value: Value::Batch(std::sync::Arc::new(reqs)) }
 }
 
 fn main() {
     let key = ClusterKey::new(Some(b"mac cost secret, 32 bytes long.."));
     let cases = [
-        ("heartbeat", Message::Heartbeat { ballot: 258, last_executed: 9, global_last_executed: 8 }),
+        ("heartbeat", Message::Heartbeat { ballot: Ballot(258), last_executed: Slot(9), global_last_executed: Slot(8) }),
         ("accept of 1 put (500 B)", accept_of(1, 500)),
         ("accept of 16 puts", accept_of(16, 500)),
         ("accept of 256 puts", accept_of(256, 500)),

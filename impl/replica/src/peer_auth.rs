@@ -417,7 +417,7 @@ mod tests {
         let (from, mut opener) = a.unwrap();
         assert_eq!(from, 1);
         let mut out = Vec::new();
-        let msgs = [Message::Prepare { ballot: 257, last_executed: 3 }, Message::ReadProbe { ballot: 257, id: 9 }];
+        let msgs = [Message::Prepare { ballot: stutter_core::Ballot(257), last_executed: stutter_core::Slot(3) }, Message::ReadProbe { ballot: stutter_core::Ballot(257), id: 9 }];
         for m in &msgs {
             sealer.seal(m, 1 << 20, &mut out).unwrap();
         }
@@ -514,7 +514,7 @@ mod tests {
             (0..n)
                 .map(|i| {
                     let mut f = Vec::new();
-                    s.seal(&Message::ReadProbe { ballot: 1, id: i as u64 }, 1 << 20, &mut f).unwrap();
+                    s.seal(&Message::ReadProbe { ballot: stutter_core::Ballot(1), id: i as u64 }, 1 << 20, &mut f).unwrap();
                     f
                 })
                 .collect::<Vec<_>>()
@@ -532,7 +532,7 @@ mod tests {
         let other = Transcript { from: 1, to: 0, nonce_a: [3; NONCE_LEN], nonce_b: [2; NONCE_LEN] };
         let (mut s, _) = key.session(&other);
         let mut moved = Vec::new();
-        s.seal(&Message::ReadProbe { ballot: 1, id: 0 }, 1 << 20, &mut moved).unwrap();
+        s.seal(&Message::ReadProbe { ballot: stutter_core::Ballot(1), id: 0 }, 1 << 20, &mut moved).unwrap();
         assert_eq!(read_all(&key, &t, moved).await, Err(0));
     }
 

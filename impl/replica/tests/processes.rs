@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stutter_core::{Message, Op, ReplicaId, Reply, Role};
+use stutter_core::{Ballot, Message, Op, ReplicaId, Reply, Role, Slot};
 use stutter_replica::client::{self, Client};
 use stutter_replica::peer_auth::{self, ClusterKey, HandshakeError};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse};
@@ -350,7 +350,7 @@ fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_th
     // The frames of the protocol before authentication: a Prepare with a
     // huge ballot "from" a member, sent without a handshake. The replica
     // reads them as a (bad) handshake and closes the connection.
-    let forged = (impostor, Message::Prepare { ballot: 1 << 40, last_executed: 0 });
+    let forged = (impostor, Message::Prepare { ballot: Ballot(1 << 40), last_executed: Slot(0) });
     let mut s = TcpStream::connect(&cl.peers[leader]).expect("connect");
     let _ = s.write_all(&wire::encode(&forged).expect("encode"));
     assert!(closed_by_peer(&mut s), "a connection without the handshake is closed");

@@ -36,7 +36,7 @@ pub fn check(
     // key ↦ (position, value after it) for every request that changed it.
     let mut versions: BTreeMap<Bytes, Vec<(usize, Option<Bytes>)>> = BTreeMap::new();
     let mut pos = 0usize;
-    let mut expected_slot = 1;
+    let mut expected_slot = Slot(1);
     let mut complete_log = true;
     for (slot, (_, ids)) in slots {
         if *slot != expected_slot {

@@ -100,7 +100,7 @@ mod tests {
     use super::*;
 
     fn accept(slot: u64) -> Record {
-        Record::Accept { slot, ballot: 1, value: stutter_core::Value::Noop }
+        Record::Accept { slot: stutter_core::Slot(slot), ballot: stutter_core::Ballot(1), value: stutter_core::Value::Noop }
     }
 
     fn wait_for(rx: &mut watch::Receiver<Durable>, token: u64) -> Durable {
@@ -128,7 +128,7 @@ mod tests {
         let (gc, mut rx) = GroupCommit::start(wal, interval).unwrap();
 
         let before_first = Instant::now();
-        gc.persist(1, vec![Record::Ballot(1), accept(1)]);
+        gc.persist(1, vec![Record::Ballot(stutter_core::Ballot(1)), accept(1)]);
         assert_eq!(wait_for(&mut rx, 1), Durable { token: 1, syncs: 1, failed: None });
         gc.persist(2, vec![accept(2)]);
         gc.persist(3, vec![accept(3)]);

@@ -236,12 +236,12 @@ mod tests {
         let mut s = TcpStream::connect(addr).await.unwrap();
         let mut sealer = peer_auth::dial(&mut s, &key, 2, 0).await.unwrap();
         let mut frame = Vec::new();
-        sealer.seal(&Message::Prepare { ballot: 258, last_executed: 0 }, 1 << 20, &mut frame).unwrap();
+        sealer.seal(&Message::Prepare { ballot: stutter_core::Ballot(258), last_executed: stutter_core::Slot(0) }, 1 << 20, &mut frame).unwrap();
         s.write_all(&frame).await.unwrap();
         match rx.recv().await {
             Some(Event::Peer { from, msg }) => {
                 assert_eq!(from, 2);
-                assert_eq!(msg, Message::Prepare { ballot: 258, last_executed: 0 });
+                assert_eq!(msg, Message::Prepare { ballot: stutter_core::Ballot(258), last_executed: stutter_core::Slot(0) });
             }
             _ => panic!("expected the message"),
         }

@@ -76,8 +76,8 @@ const MAX_PLAUSIBLE: u64 = 1 << 62;
 
 fn plausible(rec: &Record) -> bool {
     match rec {
-        Record::Ballot(b) => *b < MAX_PLAUSIBLE,
-        Record::Accept { slot, ballot, .. } => *slot < MAX_PLAUSIBLE && *ballot < MAX_PLAUSIBLE,
-        Record::Snapshot { trimmed, snapshot } => *trimmed < MAX_PLAUSIBLE && snapshot.last_executed < MAX_PLAUSIBLE,
+        Record::Ballot(b) => b.0 < MAX_PLAUSIBLE,
+        Record::Accept { slot, ballot, .. } => slot.0 < MAX_PLAUSIBLE && ballot.0 < MAX_PLAUSIBLE,
+        Record::Snapshot { trimmed, snapshot } => trimmed.0 < MAX_PLAUSIBLE && snapshot.last_executed.0 < MAX_PLAUSIBLE,
     }
 }

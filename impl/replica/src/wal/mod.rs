@@ -131,7 +131,7 @@ impl Wal {
             match decode_snapshot_file(&bytes) {
                 Some(rec) => {
                     if let Record::Snapshot { trimmed, .. } = &rec {
-                        snapshot_trimmed = *trimmed;
+                        snapshot_trimmed = trimmed.0;
                     }
                     state.apply(rec)
                 }
@@ -159,7 +159,7 @@ impl Wal {
             let mut bytes = Vec::new();
             File::open(&path)?.read_to_end(&mut bytes)?;
             let (recs, valid) = decode_segment(&bytes, seq);
-            let mut max_slot = 0;
+            let mut max_slot = Slot::ZERO;
             for rec in recs {
                 if let Record::Accept { slot, .. } = &rec {
                     max_slot = max_slot.max(*slot);
@@ -170,7 +170,7 @@ impl Wal {
             bytes_total += valid as u64;
             sealed.push(Sealed { path, max_slot, legacy: seq == 0 });
         }
-        tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot, accepted = state.accepted.len(), "write-ahead log recovered");
+        tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot.0, accepted = state.accepted.len(), "write-ahead log recovered");
 
         // Always continue in a fresh segment: the tails of the old ones
         // (torn, or stale from an earlier life) stay as they are. This also
@@ -204,7 +204,7 @@ impl Wal {
             segment_size,
             snapshots: mailbox,
             snapshot_durable,
-            cur: Current { seq, file, off: 0, max_slot: 0, header: 0 },
+            cur: Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 },
             unsynced: Vec::new(),
             sealed,
             spares: sparerx,
@@ -214,7 +214,7 @@ impl Wal {
             buf: Vec::with_capacity(1 << 20),
             size: 0,
         };
-        if state.ballot > 0 {
+        if state.ballot > Ballot::ZERO {
             wal.append(vec![Record::Ballot(state.ballot)])?;
             wal.sync()?;
             wal.cur.header = wal.cur.off;
@@ -287,11 +287,11 @@ impl Wal {
             Err(_) => return Err(other("segment preparer stopped")),
         };
         self.spare_requested = false;
-        let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: 0, header: 0 });
+        let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 });
         self.sealed.push(Sealed { path: self.dir.join(segment_name(old.seq)), max_slot: old.max_slot, legacy: false });
         self.unsynced.push(old.file);
         let ballot = self.ballot;
-        if ballot > 0 {
+        if ballot > Ballot::ZERO {
             self.write_record(&Record::Ballot(ballot))?;
         }
         self.cur.header = self.buf.len() as u64;
@@ -316,7 +316,7 @@ impl Wal {
     /// Everything written is durable: sealed segments whose instances a
     /// durable snapshot covers go to the preparer for reuse.
     fn retire(&mut self) {
-        let t = self.snapshot_durable.load(Ordering::Acquire);
+        let t = Slot(self.snapshot_durable.load(Ordering::Acquire));
         if self.sealed.iter().all(|s| s.max_slot > t) {
             return;
         }

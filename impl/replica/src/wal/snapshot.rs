@@ -69,8 +69,8 @@ pub(super) fn snapshot_thread(dir: PathBuf, mailbox: Arc<SnapshotMailbox>, fsync
         match write_snapshot(&dir, &rec, fsync) {
             Ok(()) => {
                 if let Record::Snapshot { trimmed, .. } = &rec {
-                    durable.fetch_max(*trimmed, Ordering::AcqRel);
-                    tracing::info!(trimmed, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
+                    durable.fetch_max(trimmed.0, Ordering::AcqRel);
+                    tracing::info!(trimmed = trimmed.0, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
                 }
             }
             Err(e) => tracing::error!(error = %e, "writing snapshot.bin failed; the log still holds everything"),

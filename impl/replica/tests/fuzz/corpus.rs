@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use stutter_core::{Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session, Snapshot, Value};
+use stutter_core::{Ballot, Slot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session, Snapshot, Value};
 use stutter_replica::peer_auth::{ClusterKey, FrameOpener, FrameSealer, Hello, NONCE_LEN};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse, StatusInfo};
 
@@ -33,30 +33,30 @@ pub fn snapshot() -> Snapshot {
     let mut sessions = BTreeMap::new();
     sessions.insert(7, Session { seq: 3, reply: Reply::Done });
     sessions.insert(9, Session { seq: 1, reply: Reply::Value(Some("x".into())) });
-    Snapshot { last_executed: 40, kv, sessions, digest: 0xdead_beef }
+    Snapshot { last_executed: Slot(40), kv, sessions, digest: 0xdead_beef }
 }
 
 pub fn messages() -> Vec<Message> {
-    let inst = |slot, state| Instance { slot, ballot: 257, value: batch(), state };
+    let inst = |slot: u64, state| Instance { slot: Slot(slot), ballot: Ballot(257), value: batch(), state };
     vec![
-        Message::Prepare { ballot: 258, last_executed: 4 },
+        Message::Prepare { ballot: Ballot(258), last_executed: Slot(4) },
         Message::Promise {
-            ballot: 258,
+            ballot: Ballot(258),
             ok: true,
-            last_executed: 4,
+            last_executed: Slot(4),
             entries: vec![inst(5, InstanceState::InProgress), inst(6, InstanceState::Committed)],
             snapshot: Some(Arc::new(snapshot())),
         },
-        Message::Promise { ballot: 513, ok: false, last_executed: 0, entries: vec![], snapshot: None },
-        Message::Accept { ballot: 258, slot: 7, value: batch() },
-        Message::Accept { ballot: 258, slot: 8, value: Value::Noop },
-        Message::Accepted { ballot: 258, slot: 7, ok: true },
-        Message::Heartbeat { ballot: 258, last_executed: 7, global_last_executed: 5 },
-        Message::HeartbeatReply { ballot: 258, ok: true, last_executed: 7, leader_last_executed: 7 },
-        Message::CatchUp { ballot: 258, entries: vec![inst(3, InstanceState::Executed)] },
-        Message::InstallSnapshot { ballot: 258, snapshot: Arc::new(snapshot()) },
-        Message::ReadProbe { ballot: 258, id: 11 },
-        Message::ReadProbeAck { ballot: 258, id: 11 },
+        Message::Promise { ballot: Ballot(513), ok: false, last_executed: Slot(0), entries: vec![], snapshot: None },
+        Message::Accept { ballot: Ballot(258), slot: Slot(7), value: batch() },
+        Message::Accept { ballot: Ballot(258), slot: Slot(8), value: Value::Noop },
+        Message::Accepted { ballot: Ballot(258), slot: Slot(7), ok: true },
+        Message::Heartbeat { ballot: Ballot(258), last_executed: Slot(7), global_last_executed: Slot(5) },
+        Message::HeartbeatReply { ballot: Ballot(258), ok: true, last_executed: Slot(7), leader_last_executed: Slot(7) },
+        Message::CatchUp { ballot: Ballot(258), entries: vec![inst(3, InstanceState::Executed)] },
+        Message::InstallSnapshot { ballot: Ballot(258), snapshot: Arc::new(snapshot()) },
+        Message::ReadProbe { ballot: Ballot(258), id: 11 },
+        Message::ReadProbeAck { ballot: Ballot(258), id: 11 },
     ]
 }
 
@@ -72,11 +72,11 @@ pub fn responses() -> Vec<ClientResponse> {
     let status = StatusInfo {
         id: 1,
         role: Role::Leader,
-        ballot: 257,
+        ballot: Ballot(257),
         leader: Some(1),
-        last_executed: 9,
-        global_last_executed: 8,
-        last_index: 10,
+        last_executed: Slot(9),
+        global_last_executed: Slot(8),
+        last_index: Slot(10),
         digest: 77,
     };
     vec![
@@ -85,7 +85,7 @@ pub fn responses() -> Vec<ClientResponse> {
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Redirect { leader: Some(2) } },
         ClientResponse::Redirect { client: 1, seq: 2, leader: Some(0), addr: Some("127.0.0.1:7201".into()) },
         ClientResponse::Status(status),
-        ClientResponse::Digest { last_executed: 9, digest: 5 },
+        ClientResponse::Digest { last_executed: Slot(9), digest: 5 },
         ClientResponse::Error("malformed request".into()),
         ClientResponse::Unknown { client: 1, seq: 2 },
     ]
@@ -93,10 +93,10 @@ pub fn responses() -> Vec<ClientResponse> {
 
 pub fn records() -> Vec<Record> {
     vec![
-        Record::Ballot(258),
-        Record::Accept { slot: 41, ballot: 258, value: batch() },
-        Record::Accept { slot: 42, ballot: 258, value: Value::Noop },
-        Record::Snapshot { trimmed: 40, snapshot: Arc::new(snapshot()) },
+        Record::Ballot(Ballot(258)),
+        Record::Accept { slot: Slot(41), ballot: Ballot(258), value: batch() },
+        Record::Accept { slot: Slot(42), ballot: Ballot(258), value: Value::Noop },
+        Record::Snapshot { trimmed: Slot(40), snapshot: Arc::new(snapshot()) },
     ]
 }
 
