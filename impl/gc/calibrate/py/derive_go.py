@@ -21,12 +21,22 @@ def ok(runs, tag):
 
 
 def run_figures(r):
-    """One steady run's summary: what the curves plot."""
+    """One steady run's summary: what the curves plot.
+
+    The runtime's /cpu/classes figures are snapshots taken at the end of
+    each cycle's stop-the-world phases, so their difference across the
+    window covers a whole number of cycles (from the last cycle before the
+    window to the last one in it), an interval whose length is
+    Δ/cpu/classes/total ÷ GOMAXPROCS. Shares are taken within that
+    interval; with no cycle in the window they are unknown (None).
+    """
     o, s = r["out"], r["spec"]
     cpu, ru = o["cpu_metrics"], o["rusage"]
     wall = o["window"]["wall_s"]
     g = lambda k: cpu[f"/cpu/classes/{k}:cpu-seconds"]
+    interval = g("total") / s["procs"]
     busy = g("total") - g("idle")
+    known = interval > 0 and busy > 0
     gc_total = g("gc/total")
     os_cpu = ru["user_s"] + ru["sys_s"]
     cyc = r.get("cycles", {})
@@ -35,16 +45,17 @@ def run_figures(r):
     pauses = cyc.get("stw_sweep_term_ms", []) + cyc.get("stw_mark_term_ms", [])
     limit = o["heap"]["limit_bytes"]
     probe = o.get("probe", {})
+    share = gc_total / busy if known else None
     return {
         "procs": s["procs"], "gogc": s["gogc"], "ratio": s["ratio"], "alloc_target": s["alloc"], "live_mib": o["heap"]["live_bytes"] / MIB,
         "alloc_mib_s": o["load"]["alloc_mib_s"],
         "rate_achieved_over_target": o["load"]["achieved_rate"] / o["load"]["target_rate"],
-        "gc_share_of_busy": gc_total / busy if busy > 0 else None,
-        "gc_share_of_busy_without_idle_mark": (gc_total - g("gc/mark/idle")) / busy if busy > 0 else None,
-        "assist_share_of_busy": g("gc/mark/assist") / busy if busy > 0 else None,
-        "gc_cores_os": gc_total / busy * os_cpu / wall if busy > 0 else None,
+        "gc_share_of_busy": share,
+        "gc_share_of_busy_without_idle_mark": (gc_total - g("gc/mark/idle")) / busy if known else None,
+        "assist_share_of_busy": g("gc/mark/assist") / busy if known else None,
+        "gc_cores_os": share * os_cpu / wall if known else None,
         "process_cores_os": os_cpu / wall,
-        "p_time_over_os_cpu": busy / os_cpu if os_cpu > 0 else None,
+        "p_time_over_os_cpu": (busy / interval) / (os_cpu / wall) if known and os_cpu > 0 else None,
         "run_queue_wait_share": ru["sched_wait_s"] / (ru["sched_wait_s"] + ru["sched_run_s"]) if ru["sched_run_s"] > 0 else None,
         "cycles_per_s": o["gc"]["cycles"] / wall,
         "gc_active_share_of_wall": min(1.0, active / wall),
@@ -64,11 +75,11 @@ def constants(runs):
 
     # Mark (+ sweep) cost of a whole cycle, OS CPU, mutator stopped.
     table = {}
-    for r in ok(runs, "mark"):
+    for r in ok(runs, "mark") + ok(runs, "mark-classic"):
         s, o = r["spec"], r["out"]
         live = o["heap"]["live_bytes"] / MIB
-        key = f"procs={s['procs']} live={s['live']}MiB"
-        t = table.setdefault(key, {"procs": s["procs"], "live_mib": live, "us_per_mib": [], "ms": [], "wall_ms": [], "idle_share": []})
+        key = f"procs={s['procs']} live={s['live']}MiB" + (f" {s['gc']}" if s.get("gc") else "")
+        t = table.setdefault(key, {"procs": s["procs"], "gc": s.get("gc", ""), "live_mib": live, "us_per_mib": [], "ms": [], "wall_ms": [], "idle_share": []})
         t["us_per_mib"] += [x * 1e6 / live for x in o["forced"]["cpu_s"]]
         t["ms"] += [x * 1e3 for x in o["forced"]["cpu_s"]]
         t["wall_ms"] += [x * 1e3 for x in o["forced"]["wall_s"]]
@@ -83,7 +94,7 @@ def constants(runs):
     for procs in (1, 2):
         xs, ys = [], []
         for v in table.values():
-            if v["procs"] == procs:
+            if v["procs"] == procs and not v["gc"]:
                 xs += [v["live_mib"]] * len(v["ms"])
                 ys += v["ms"]
         f = linfit(xs, ys)
@@ -126,13 +137,14 @@ def constants(runs):
             d["mark_wall_ms"].append(cy["mark_wall_ms"][i])
             d["mark_wall_ms_per_mib"].append(cy["mark_wall_ms"][i] / live)
             d["trigger_over_goal"].append(cy["heap_start_mib"][i] / cy["goal_mib"][i])
-        cm = r["out"]["cpu_metrics"]
-        mark_total = sum(cm[f"/cpu/classes/gc/mark/{k}:cpu-seconds"] for k in ("assist", "dedicated", "idle"))
-        if mark_total > 0:
-            d["assist_share"].append(cm["/cpu/classes/gc/mark/assist:cpu-seconds"] / mark_total)
-        wall_marking = sum(cy["mark_wall_ms"]) / 1e3
+        # Per-cycle gctrace figures, so that numerator and denominator cover
+        # the same cycles.
+        bg, assist, idle = sum(cy["cpu_background_ms"]), sum(cy["cpu_assist_ms"]), sum(cy["cpu_idle_ms"])
+        if bg + assist + idle > 0:
+            d["assist_share"].append(assist / (bg + assist + idle))
+        wall_marking = sum(cy["mark_wall_ms"])
         if wall_marking > 0:
-            d["dedicated_share_of_procs"].append(cm["/cpu/classes/gc/mark/dedicated:cpu-seconds"] / (wall_marking * s["procs"]))
+            d["dedicated_share_of_procs"].append(bg / (wall_marking * s["procs"]))
     c["insitu"] = {k: {m: spread(v) for m, v in d.items()} for k, d in sorted(insitu.items())}
 
     # Stop-the-world phases, every steady run's cycles, by GOMAXPROCS.

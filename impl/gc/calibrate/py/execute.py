@@ -27,8 +27,8 @@ def _columns(rows, keys):
 
 
 class Runner:
-    def __init__(self, go_bin, java_classes, nice):
-        self.go_bin = go_bin
+    def __init__(self, go_bins, java_classes, nice):
+        self.go_bins = go_bins  # GOEXPERIMENT ("" for the default collector) -> binary
         self.java_classes = java_classes
         self.nice = ["nice", "-n", str(nice)] if nice is not None else []
         self._live_cache = {}  # (live MiB, value) -> live-mode output
@@ -48,7 +48,7 @@ class Runner:
     # ---- Go -----------------------------------------------------------------
 
     def _go(self, spec, rec):
-        args = [self.go_bin, "-mode", spec["mode"], "-live-mib", str(spec["live"]),
+        args = [self.go_bins[spec.get("gc", "")], "-mode", spec["mode"], "-live-mib", str(spec["live"]),
                 "-value", str(spec.get("value", 500)), "-procs", str(spec["procs"])]
         if spec["mode"] == "forced":
             args += ["-cycles", str(spec["cycles"])]

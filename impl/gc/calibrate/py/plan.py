@@ -23,6 +23,10 @@ def go_plan(quick):
             runs.append(dict(rt="go", mode="forced", live=live, procs=p, cycles=8 if live < 1024 else 4, tags=["mark"]))
     for live in (64, 256):
         runs.append(dict(rt="go", mode="forced", live=live, procs=1, value=64, cycles=8, tags=["mark-objects"]))
+    # The same with the collector Go had before 1.26 made Green Tea the
+    # default (GOEXPERIMENT=nogreenteagc), the kind the seed paper measured.
+    for live in (16, 64, 256, 1024):
+        runs.append(dict(rt="go", mode="forced", live=live, procs=1, gc="nogreenteagc", cycles=8 if live < 1024 else 4, tags=["mark-classic"]))
 
     base = dict(rt="go", mode="steady", live=64, alloc=64, warmup=4, measure=15, probe=100)
     # No collection at all: the mutator's own CPU per request.
@@ -73,5 +77,5 @@ def java_plan(quick):
 
 
 def describe(spec):
-    keys = [k for k in ("mode", "live", "value", "procs", "pgt", "gogc", "ratio", "alloc") if k in spec]
+    keys = [k for k in ("mode", "gc", "live", "value", "procs", "pgt", "gogc", "ratio", "alloc") if k in spec]
     return f"{spec['rt']} " + " ".join(f"{k}={spec[k]}" for k in keys)

@@ -60,8 +60,8 @@ def constants_rows(go, java):
             rows.append((f"go trigger point, {k}", spread_txt(v["trigger_over_goal"]), "heap at cycle start ÷ goal",
                          "gctrace first heap figure over the goal (MiB grain)"))
             rows.append((f"go dedicated workers, {k}", spread_txt(v["dedicated_share_of_procs"]), "share of GOMAXPROCS during mark",
-                         "dedicated+fractional mark P-time ÷ (mark wall × GOMAXPROCS); the pacer's target is 0.25"))
-            rows.append((f"go assists, {k}", spread_txt(v["assist_share"]), "share of mark P-time", "assist ÷ (assist+dedicated+idle)"))
+                         "gctrace background (dedicated+fractional) mark P-time ÷ (mark wall × GOMAXPROCS), summed over the cycles; the pacer's target is 0.25"))
+            rows.append((f"go assists, {k}", spread_txt(v["assist_share"]), "share of mark P-time", "gctrace assist ÷ (assist+background+idle), summed over the cycles"))
         for k, v in go.get("stw", {}).items():
             rows.append((f"go STW sweep termination, {k}", spread_txt(v["sweep_termination_ms"]), "ms wall", "gctrace first clock figure, every cycle of every steady run"))
             rows.append((f"go STW mark termination, {k}", spread_txt(v["mark_termination_ms"]), "ms wall", "gctrace third clock figure"))
