@@ -20,8 +20,26 @@ def ok(runs, tag):
     return [r for r in runs if "error" not in r and tag in r["spec"].get("tags", [])]
 
 
-def run_figures(r):
+def baselines(runs):
+    """OS CPU per request with no collection, by (live target, GOMAXPROCS,
+    allocation target), averaged over repeats."""
+    acc = {}
+    for r in ok(runs, "baseline"):
+        o = r["out"]
+        acc.setdefault((r["spec"]["live"], r["spec"]["procs"], r["spec"]["alloc"]), []).append(
+            (o["rusage"]["user_s"] + o["rusage"]["sys_s"]) / o["load"]["requests"])
+    return {k: sum(v) / len(v) for k, v in acc.items()}
+
+
+def run_figures(r, base=None):
     """One steady run's summary: what the curves plot.
+
+    With `base` (from baselines()), GC's OS CPU is also estimated by
+    difference: the run's OS CPU minus its requests × the no-GC CPU per
+    request at the same live size, GOMAXPROCS and allocation rate. That counts everything
+    the collector adds (marking, sweeping, assists, write barriers, cache
+    misses) in OS CPU time, which other work on the machine does not
+    inflate the way it inflates P-time.
 
     The runtime's /cpu/classes figures are snapshots taken at the end of
     each cycle's stop-the-world phases, so their difference across the
@@ -46,7 +64,11 @@ def run_figures(r):
     limit = o["heap"]["limit_bytes"]
     probe = o.get("probe", {})
     share = gc_total / busy if known else None
+    per_req = (base or {}).get((s["live"], s["procs"], s["alloc"]))
+    diff = (os_cpu - o["load"]["requests"] * per_req) / wall if per_req else None
     return {
+        "gc_cores_differential": diff,
+        "gc_share_differential": diff / (os_cpu / wall) if diff is not None and os_cpu > 0 else None,
         "procs": s["procs"], "gogc": s["gogc"], "ratio": s["ratio"], "alloc_target": s["alloc"], "live_mib": o["heap"]["live_bytes"] / MIB,
         "alloc_mib_s": o["load"]["alloc_mib_s"],
         "rate_achieved_over_target": o["load"]["achieved_rate"] / o["load"]["target_rate"],
@@ -185,20 +207,23 @@ def constants(runs):
             rows.append({"os_cpu_us_per_request": (o["rusage"]["user_s"] + o["rusage"]["sys_s"]) * 1e6 / req,
                          "bytes_per_request": o["load"]["alloc_bytes"] / req,
                          "objects_per_request": o["load"]["alloc_objects"] / req,
-                         "requests_per_s": o["load"]["achieved_rate"]})
-        c["mutator"] = {k: mean_range([x[k] for x in rows]) for k in rows[0]}
+                         "requests_per_s": o["load"]["achieved_rate"],
+                         "key": f"procs={r['spec']['procs']} live={r['spec']['live']}MiB alloc={r['spec']['alloc']}MiB/s"})
+        c["mutator"] = {key: {k: mean_range([x[k] for x in rows if x["key"] == key]) for k in rows[0] if k != "key"}
+                        for key in sorted({x["key"] for x in rows})}
     return c
 
 
 def curves(runs):
     """Ground truth: one row per configuration, averaged over repeats."""
     out = {}
+    base = baselines(runs)
     for tag in ("sweep", "alloc-sweep-nolimit", "alloc-sweep-limit", "idle-latency", "insitu", "baseline"):
         groups = {}
         for r in ok(runs, tag):
             s = r["spec"]
             key = (s["procs"], s["gogc"], s["ratio"], s["alloc"], s["live"])
-            groups.setdefault(key, []).append(run_figures(r))
+            groups.setdefault(key, []).append(run_figures(r, base))
         rows = []
         for key in sorted(groups):
             fs = groups[key]

@@ -29,8 +29,16 @@ def go_plan(quick):
         runs.append(dict(rt="go", mode="forced", live=live, procs=1, gc="nogreenteagc", cycles=8 if live < 1024 else 4, tags=["mark-classic"]))
 
     base = dict(rt="go", mode="steady", live=64, alloc=64, warmup=4, measure=15, probe=100)
-    # No collection at all: the mutator's own CPU per request.
-    runs.append(dict(base, procs=2, gogc=-1, ratio=0, tags=["baseline"]))
+    # No collection at all: the mutator's own CPU per request, the baseline
+    # that GC's extra CPU is measured against (OS CPU of a run minus its
+    # requests × this).
+    # The pacing loop's wake-ups cost CPU too, so the baseline is taken at
+    # every allocation rate the other runs use.
+    for live in (16, 64, 256):
+        for p in (1, 2):
+            runs.append(dict(base, live=live, procs=p, gogc=-1, ratio=0, tags=["baseline"]))
+    for alloc in (1, 16, 32, 128):
+        runs.append(dict(base, procs=2, gogc=-1, ratio=0, alloc=alloc, tags=["baseline"]))
     # Default pacer, no limit, three heap sizes: in-run mark cost, STW
     # phases, trigger point.
     for live in (16, 64, 256):

@@ -71,10 +71,9 @@ def constants_rows(go, java):
             rows.append((f"go footprint, live {f['live_mib']:.0f} MiB, procs={f['procs']}, GOGC=100", _num(f["footprint_over_live"]), "(mapped − released) ÷ live",
                          f"what GOMEMLIMIT is compared with, at the end of the window; of it: free slots in spans = {_num(f['unused_over_objects'])} × objects, "
                          f"free spans {_num(f['free_mib'])} MiB, stacks and runtime metadata {_num(f['other_mib'])} MiB"))
-        if "mutator" in go:
-            m = go["mutator"]
-            rows.append(("go mutator per request", f"{mr_txt(m['os_cpu_us_per_request'])} µs, {mr_txt(m['bytes_per_request'])} B, {mr_txt(m['objects_per_request'])} objects",
-                         "OS CPU, allocation", "GOGC=off, no limit, GOMAXPROCS=2 (no collection at all)"))
+        for k, m in go.get("mutator", {}).items():
+            rows.append((f"go mutator per request, {k}", f"{mr_txt(m['os_cpu_us_per_request'])} µs, {mr_txt(m['bytes_per_request'])} B, {mr_txt(m['objects_per_request'])} objects",
+                         "OS CPU, allocation", "GOGC=off, no limit: no collection at all; mean (min–max) over repeats"))
     if java:
         for k, v in java.get("evacuation", {}).items():
             rows.append((f"g1 {k} pause, wall", fit_txt(v["wall_fit"], "base_ms", "ms_per_mib_copied", "ms/MiB copied"), "ms wall",
@@ -121,7 +120,8 @@ def constants_markdown(go, java):
 
 GO_COLS = [("procs", "GOMAXPROCS"), ("gogc", "GOGC"), ("ratio", "limit/live"), ("alloc_mib_s", "alloc MiB/s"),
            ("gc_share_of_busy", "GC share of busy P-time"), ("gc_share_of_busy_without_idle_mark", "same w/o idle mark"),
-           ("gc_cores_os", "GC cores (OS est.)"), ("cycles_per_s", "cycles/s"), ("gc_active_share_of_wall", "GC active share of wall"),
+           ("gc_cores_os", "GC cores (P-share × OS)"), ("gc_cores_differential", "GC cores (OS, differential)"),
+           ("gc_share_differential", "GC share of OS CPU (differential)"), ("cycles_per_s", "cycles/s"), ("gc_active_share_of_wall", "GC active share of wall"),
            ("goal_over_limit", "goal/limit"), ("stw_max_ms", "STW max ms"), ("probe_p99_ms", "probe p99 ms"),
            ("probe_max_ms", "probe max ms"), ("rate_achieved_over_target", "achieved/target"), ("run_queue_wait_share", "run-queue wait share"),
            ("others_busy_cores", "others' cores")]
@@ -167,11 +167,12 @@ def plot(go_curves, java_curves, path_memory, path_alloc):
         x = [r["ratio"] for r in rs]
         lab = f"GOMAXPROCS={procs} GOGC={'off' if gogc == -1 else gogc}"
         col = f"C{i}"
-        ax[0][0].plot(x, [_mean(r["gc_share_of_busy"]) for r in rs], style, color=col, label=lab)
+        ax[0][0].plot(x, [_mean(r["gc_share_of_busy"]) for r in rs], style, color=col, label=lab + " (P-time)")
+        ax[0][0].plot(x, [_mean(r["gc_share_differential"]) for r in rs], style, color=col, alpha=0.4, label=lab + " (OS CPU, differential)")
         ax[0][1].plot(x, [_mean(r["cycles_per_s"]) for r in rs], style, color=col, label=lab)
         ax[0][2].plot(x, [_mean(r["probe_p99_ms"]) for r in rs], style, color=col, label=lab + " p99")
         ax[0][2].plot(x, [_mean(r["probe_max_ms"]) for r in rs], style, color=col, alpha=0.4, label=lab + " max")
-    ax[0][0].set(title="Go: GC share of busy P-time", xlabel="GOMEMLIMIT / live heap", ylim=(0, 1))
+    ax[0][0].set(title="Go: GC share of the process's CPU", xlabel="GOMEMLIMIT / live heap", ylim=(0, 1))
     ax[0][1].set(title="Go: GC cycles per second", xlabel="GOMEMLIMIT / live heap", yscale="log")
     ax[0][2].set(title="Go: tiny-request latency at 100/s", xlabel="GOMEMLIMIT / live heap", ylabel="ms", yscale="log")
     jsw = (java_curves or {}).get("sweep", []) + (java_curves or {}).get("sweep-256", [])
@@ -212,7 +213,8 @@ def plot(go_curves, java_curves, path_memory, path_alloc):
         if rs:
             x = [_mean(r["alloc_mib_s"]) for r in rs]
             lab = "no limit" if tag.endswith("nolimit") else "limit 1.5× live"
-            ax[0].plot(x, [_mean(r["gc_share_of_busy"]) for r in rs], style, label=f"GC share, {lab}")
+            ax[0].plot(x, [_mean(r["gc_share_of_busy"]) for r in rs], style, label=f"GC share of busy P-time, {lab}")
+            ax[0].plot(x, [_mean(r["gc_share_differential"]) for r in rs], style, alpha=0.6, label=f"GC share of OS CPU (differential), {lab}")
             ax[0].plot(x, [_mean(r["cycles_per_s"]) / 100 for r in rs], style, alpha=0.4, label=f"cycles/s ÷ 100, {lab}")
     rs = sorted((java_curves or {}).get("alloc-sweep", []), key=lambda r: _mean(r["alloc_mib_s"]) or 0)
     if rs:
