@@ -11,10 +11,8 @@
 //   steady  a warm-up, then a measured window of paced requests;
 //   forced  time full collections (System.gc()) with the mutator stopped.
 
-import com.sun.management.GarbageCollectionNotificationInfo;
 import com.sun.management.ThreadMXBean;
 import java.io.IOException;
-import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -27,8 +25,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.SplittableRandom;
-import javax.management.NotificationEmitter;
-import javax.management.openmbean.CompositeData;
 
 public class Calib {
     static final int KEY_LEN = 23;     // "user" and 19 digits, as YCSB and the project's bench
@@ -237,48 +233,6 @@ public class Calib {
         return out;
     }
 
-    // CPU seconds of the threads that run stop-the-world collections: the
-    // parallel workers and the VM thread that stops and restarts the world.
-    static double pauseThreadsCpu() {
-        Map<String, Double> c = threadCpu();
-        return c.get("gc_pause_workers") + c.get("vm_thread");
-    }
-
-    // One record per collection the JVM announces (young, mixed, full; not
-    // remark or cleanup in JDK 17): when it ran, and the CPU the pause
-    // threads used since the previous announcement, which is that pause's
-    // CPU time (plus any remark or cleanup in between). Notifications come
-    // on a JVM thread of their own after the pause, so reading /proc there
-    // costs the mutator nothing.
-    static final List<double[]> gcEvents = new ArrayList<>();
-    static double lastPauseCpu;
-
-    static void listenToCollections() {
-        lastPauseCpu = pauseThreadsCpu();
-        for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
-            ((NotificationEmitter) gc).addNotificationListener((n, handback) -> {
-                if (!n.getType().equals(GarbageCollectionNotificationInfo.GARBAGE_COLLECTION_NOTIFICATION)) return;
-                var info = GarbageCollectionNotificationInfo.from((CompositeData) n.getUserData());
-                double cpu = pauseThreadsCpu();
-                synchronized (gcEvents) {
-                    double start = info.getGcInfo().getStartTime() / 1000.0;
-                    gcEvents.add(new double[] {start, start + info.getGcInfo().getDuration() / 1000.0, cpu - lastPauseCpu});
-                    lastPauseCpu = cpu;
-                }
-            }, null, null);
-        }
-    }
-
-    static List<Object> eventsBetween(double from, double to) {
-        List<Object> out = new ArrayList<>();
-        synchronized (gcEvents) {
-            for (double[] e : gcEvents) {
-                if (e[1] >= from && e[1] < to) out.add(Map.of("start_s", e[0], "end_s", e[1], "pause_threads_cpu_s", e[2]));
-            }
-        }
-        return out;
-    }
-
     static String classify(String comm) {
         if (comm.startsWith("GC Thread")) return "gc_pause_workers";
         if (comm.startsWith("G1 Main Marker") || comm.startsWith("G1 Conc")) return "gc_conc_mark";
@@ -408,7 +362,6 @@ public class Calib {
         // Warm-up (JIT, the heap's young sizing): first half learns the bytes
         // per request at a provisional rate, second half runs at the rate
         // that gives the target allocation rate.
-        listenToCollections();
         double rate = allocRate / 1200.0;
         long t = System.nanoTime();
         long half = (long) (warmup * 1e9 / 2);
@@ -452,8 +405,6 @@ public class Calib {
         }
         out.put("thread_cpu_s", cpu);
         out.put("window", Map.of("start_s", up0, "end_s", up1, "wall_s", wall));
-        Thread.sleep(200); // let the last notifications arrive
-        out.put("gc_events", eventsBetween(up0, up1));
         Map<String, Object> load = new LinkedHashMap<>();
         load.put("target_rate", rate);
         load.put("requests", requests);

@@ -1,12 +1,14 @@
 """Constants and ground-truth curves for the g1-like model, from JVM runs.
 
 Pause lengths are wall time from the G1 log: on this shared machine they
-include time the GC threads waited for a CPU. Pause CPU comes from the
-threads' schedstat (ns grain): the parallel GC workers and the VM thread,
-attributed to a pause by the collection notification that follows it.
-Copied bytes come from the PLAB statistics of the log.
+include time the GC threads waited for a CPU. Pause CPU is taken per run
+window, from the threads' schedstat (ns grain): the parallel GC workers and
+the VM thread, whose CPU is fitted across runs against the window's pause
+count, copied bytes and full-collection work. Copied bytes come from the
+PLAB statistics of the log.
 """
 
+import numpy as np
 from stats import linfit, linfit2, mean_range, spread
 
 MIB = 2**20
@@ -17,19 +19,10 @@ def ok(runs, tag):
 
 
 def pauses_of(r):
-    """The run's window pauses as dicts, each with the pause threads' CPU of
-    the notification that ended nearest to it (young, mixed, full only)."""
+    """The run's window pauses as dicts."""
     p = r.get("pauses", {})
     n = len(p.get("kind", []))
-    rows = [{k: p[k][i] for k in p} for i in range(n)]
-    events = r["out"].get("gc_events", [])
-    for row in rows:
-        if row["kind"] in ("Remark", "Cleanup"):
-            continue
-        best = min(events, key=lambda e: abs(e["end_s"] - row["end_s"]), default=None)
-        if best and abs(best["end_s"] - row["end_s"]) < 0.02:
-            row["cpu_ms"] = best["pause_threads_cpu_s"] * 1e3
-    return rows
+    return [{k: p[k][i] for k in p} for i in range(n)]
 
 
 def run_figures(r):
@@ -107,16 +100,10 @@ def constants(runs):
             if p["kind"] in ("Remark", "Cleanup", "Full") or p.get("evac_failure"):
                 continue
             kind = "mixed" if p["kind"] == "Young Mixed" else "young"
-            d = evac.setdefault(f"{kind} pgt={r['spec']['pgt']}", {"mib": [], "ms": [], "old_mib": [], "cpu_mib": [], "cpu_ms": [], "cpu_old_mib": [], "promoted_share": [], "old_cset": []})
-            mib = p["copied_bytes"] / MIB
-            old = p["old_before"] * (r["out"].get("region_bytes") or MIB) / MIB
-            d["mib"].append(mib)
+            d = evac.setdefault(f"{kind} pgt={r['spec']['pgt']}", {"mib": [], "ms": [], "old_mib": [], "promoted_share": [], "old_cset": []})
+            d["mib"].append(p["copied_bytes"] / MIB)
             d["ms"].append(p["pause_ms"])
-            d["old_mib"].append(old)
-            if "cpu_ms" in p:
-                d["cpu_mib"].append(mib)
-                d["cpu_ms"].append(p["cpu_ms"])
-                d["cpu_old_mib"].append(old)
+            d["old_mib"].append(p["old_before"] * (r["out"].get("region_bytes") or MIB) / MIB)
             if p["copied_bytes"] > 0 and kind == "young":
                 d["promoted_share"].append(p["promoted_or_old_bytes"] / p["copied_bytes"])
             if kind == "mixed":
@@ -124,19 +111,48 @@ def constants(runs):
     out = {}
     for k, d in sorted(evac.items()):
         wall = linfit(d["mib"], d["ms"])
-        cpu = linfit(d["cpu_mib"], d["cpu_ms"])
-        cpu2 = linfit2(d["cpu_mib"], d["cpu_old_mib"], d["cpu_ms"])
         wall2 = linfit2(d["mib"], d["old_mib"], d["ms"])
         out[k] = {
-            "cpu_fit_with_old": cpu2 and {"base_ms": cpu2["a"], "ms_per_mib_copied": cpu2["b"], "ms_per_mib_old": cpu2["c"], "r2": cpu2["r2"], "n": cpu2["n"]},
-            "wall_fit_with_old": wall2 and {"base_ms": wall2["a"], "ms_per_mib_copied": wall2["b"], "ms_per_mib_old": wall2["c"], "r2": wall2["r2"], "n": wall2["n"]},
             "wall_fit": wall and {"base_ms": wall["a"], "ms_per_mib_copied": wall["b"], "r2": wall["r2"], "n": wall["n"]},
-            "cpu_fit": cpu and {"base_ms": cpu["a"], "ms_per_mib_copied": cpu["b"], "r2": cpu["r2"], "n": cpu["n"]},
+            "wall_fit_with_old": wall2 and {"base_ms": wall2["a"], "ms_per_mib_copied": wall2["b"], "ms_per_mib_old": wall2["c"], "r2": wall2["r2"], "n": wall2["n"]},
             "pause_ms": spread(d["ms"]), "copied_mib": spread(d["mib"]),
             "promoted_share_of_copied": spread(d["promoted_share"]) if d["promoted_share"] else None,
             "old_cset_regions": spread(d["old_cset"]) if d["old_cset"] else None,
         }
     c["evacuation"] = out
+
+    # CPU of the stop-the-world threads, per run window, fitted across runs:
+    # cpu = a·(pauses) + b·(MiB copied) + c·(MiB live in full collections).
+    cpu = {}
+    for r in steady:
+        ps = pauses_of(r)
+        t = r["out"]["thread_cpu_s"]
+        row = [sum(1 for p in ps if p["kind"] != "Full"),
+               sum(p["copied_bytes"] for p in ps if p["kind"] != "Full") / MIB,
+               sum(p["heap_after_mib"] for p in ps if p["kind"] == "Full"),
+               (t["gc_pause_workers"] + t["vm_thread"]) * 1e3]
+        cpu.setdefault(f"pgt={r['spec']['pgt']}", []).append(row)
+    fits = {}
+    for k, rows in sorted(cpu.items()):
+        A = np.array([x[:3] for x in rows], float)
+        y = np.array([x[3] for x in rows], float)
+        if len(rows) < 4:
+            continue
+        cols = [i for i in range(3) if A[:, i].any()]
+        coef, *_ = np.linalg.lstsq(A[:, cols], y, rcond=None)
+        pred = A[:, cols] @ coef
+        ss = float(((y - y.mean()) ** 2).sum())
+        full = dict(zip(cols, coef))
+        fits[k] = {"ms_per_pause": float(full.get(0, 0)), "ms_per_mib_copied": float(full.get(1, 0)),
+                   "ms_per_mib_full": float(full.get(2, 0)) if 2 in full else None,
+                   "r2": 1 - float(((y - pred) ** 2).sum()) / ss if ss > 0 else None, "runs": len(rows)}
+    c["pause_cpu_fit"] = fits
+
+    # Concurrent refinement (old-to-young card processing) per MiB allocated.
+    c["refine_cpu_us_per_mib_allocated"] = spread([
+        r["out"]["thread_cpu_s"]["gc_refine"] * 1e6 / (r["out"]["load"]["alloc_bytes"] / MIB)
+        for r in steady if r["out"]["load"]["alloc_bytes"] > 0])
+    c["live_over_raw_data"] = mean_range([r["out"]["heap"]["live_bytes"] / r["out"]["heap"]["raw_data_bytes"] for r in steady])
 
     # Remark and cleanup pauses.
     rc = {}

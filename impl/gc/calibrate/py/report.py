@@ -65,6 +65,8 @@ def constants_rows(go, java):
         for k, v in go.get("stw", {}).items():
             rows.append((f"go STW sweep termination, {k}", spread_txt(v["sweep_termination_ms"]), "ms wall", "gctrace first clock figure, every cycle of every steady run"))
             rows.append((f"go STW mark termination, {k}", spread_txt(v["mark_termination_ms"]), "ms wall", "gctrace third clock figure"))
+        if go.get("live_over_raw_data"):
+            rows.append(("go live heap ÷ raw data", mr_txt(go["live_over_raw_data"]), "", "marked live heap ÷ (entries × (23 + value size)); to map the paper's memory/data onto limit/live"))
         for k, v in sorted(go.get("limit", {}).items()):
             rows.append((f"go goal under the limit, {k}", mr_txt(v["goal_over_limit"]), "heap goal ÷ limit", "at the end of the window; the rest of the limit is the runtime's non-object memory"))
         for f in go.get("footprint_gogc100", []):
@@ -72,25 +74,31 @@ def constants_rows(go, java):
                          f"what GOMEMLIMIT is compared with, at the end of the window; of it: free slots in spans = {_num(f['unused_over_objects'])} × objects, "
                          f"free spans {_num(f['free_mib'])} MiB, stacks and runtime metadata {_num(f['other_mib'])} MiB"))
         for k, m in go.get("mutator", {}).items():
-            rows.append((f"go mutator per request, {k}", f"{mr_txt(m['os_cpu_us_per_request'])} µs, {mr_txt(m['bytes_per_request'])} B, {mr_txt(m['objects_per_request'])} objects",
-                         "OS CPU, allocation", "GOGC=off, no limit: no collection at all; mean (min–max) over repeats"))
+            rows.append((f"go mutator per request, {k}", f"user {mr_txt(m['user_cpu_us_per_request'])} µs + sys {mr_txt(m['sys_cpu_us_per_request'])} µs, "
+                         f"{mr_txt(m['bytes_per_request'])} B, {mr_txt(m['objects_per_request'])} objects",
+                         "OS CPU, allocation", "GOGC=off, no limit: no collection at all (sys is mostly page faults of a heap that only grows); mean (min–max) over repeats"))
     if java:
         for k, v in java.get("evacuation", {}).items():
             rows.append((f"g1 {k} pause, wall", fit_txt(v["wall_fit"], "base_ms", "ms_per_mib_copied", "ms/MiB copied"), "ms wall",
                          "least squares of the log's pause length on the bytes copied (PLAB used + direct), evacuation failures left out"))
-            rows.append((f"g1 {k} pause, CPU", fit_txt(v["cpu_fit"], "base_ms", "ms_per_mib_copied", "ms/MiB copied"), "ms CPU (all GC workers)",
-                         "CPU of the parallel workers and the VM thread per pause (schedstat), same fit"))
-            for fk, unit in (("wall_fit_with_old", "ms wall"), ("cpu_fit_with_old", "ms CPU (all GC workers)")):
-                f = v.get(fk)
-                if f:
-                    rows.append((f"g1 {k} pause, {unit.split()[1]}, with old gen", f"{_num(f['base_ms'])} ms + {_num(f['ms_per_mib_copied'])} ms/MiB copied + "
-                                 f"{_num(f['ms_per_mib_old'])} ms/MiB old gen (n={f['n']}; R²={_num(f['r2'])})", unit,
-                                 "the same pauses fitted on copied bytes and the old generation's size before the pause (remembered sets, card scanning)"))
+            f = v.get("wall_fit_with_old")
+            if f:
+                rows.append((f"g1 {k} pause, wall, with old gen", f"{_num(f['base_ms'])} ms + {_num(f['ms_per_mib_copied'])} ms/MiB copied + "
+                             f"{_num(f['ms_per_mib_old'])} ms/MiB old gen (n={f['n']}; R²={_num(f['r2'])})", "ms wall",
+                             "the same pauses fitted on copied bytes and the old generation's size before the pause (remembered sets, card scanning)"))
             rows.append((f"g1 {k} copied", spread_txt(v["copied_mib"]), "MiB per pause", ""))
             if v.get("promoted_share_of_copied"):
                 rows.append((f"g1 {k} promoted share", spread_txt(v["promoted_share_of_copied"]), "old-gen bytes ÷ copied bytes", "what a young pause copies into old regions rather than survivors"))
             if v.get("old_cset_regions"):
                 rows.append((f"g1 {k} old regions", spread_txt(v["old_cset_regions"]), "old regions per mixed pause", ""))
+        for k, f in java.get("pause_cpu_fit", {}).items():
+            full = f" + {_num(f['ms_per_mib_full'])} ms/MiB live per full GC" if f.get("ms_per_mib_full") is not None else ""
+            rows.append((f"g1 stop-the-world CPU, {k}", f"{_num(f['ms_per_pause'])} ms/pause + {_num(f['ms_per_mib_copied'])} ms/MiB copied{full} "
+                         f"(R²={_num(f['r2'])}, {f['runs']} runs)", "ms CPU, all pause threads",
+                         "CPU of the parallel GC workers and the VM thread in each run's window, least squares across runs (no intercept)"))
+        rows.append(("g1 refinement CPU", spread_txt(java.get("refine_cpu_us_per_mib_allocated")), "µs CPU / MiB allocated",
+                     "concurrent refinement threads (cards dirtied by old-to-young stores), per steady run"))
+        rows.append(("g1 live heap ÷ raw data", mr_txt(java.get("live_over_raw_data")), "", "heap used after a full GC ÷ (entries × (23 + value size))"))
         rows.append(("g1 promotion per allocation", spread_txt(java.get("promoted_bytes_per_allocated_byte")), "promoted B ÷ allocated B", "per steady run"))
         for k, v in java.get("remark_cleanup_ms", {}).items():
             rows.append((f"g1 {k}", spread_txt(v), "ms wall", "log pause length"))
@@ -118,11 +126,11 @@ def constants_markdown(go, java):
     return "\n".join(lines)
 
 
-GO_COLS = [("procs", "GOMAXPROCS"), ("gogc", "GOGC"), ("ratio", "limit/live"), ("alloc_mib_s", "alloc MiB/s"),
+GO_COLS = [("procs", "GOMAXPROCS"), ("gogc", "GOGC"), ("live_target_mib", "live MiB"), ("ratio", "limit/live"), ("alloc_mib_s", "alloc MiB/s"),
            ("gc_share_of_busy", "GC share of busy P-time"), ("gc_share_of_busy_without_idle_mark", "same w/o idle mark"),
            ("gc_cores_os", "GC cores (P-share × OS)"), ("gc_cores_differential", "GC cores (OS, differential)"),
-           ("gc_share_differential", "GC share of OS CPU (differential)"), ("cycles_per_s", "cycles/s"), ("gc_active_share_of_wall", "GC active share of wall"),
-           ("goal_over_limit", "goal/limit"), ("stw_max_ms", "STW max ms"), ("probe_p99_ms", "probe p99 ms"),
+           ("gc_share_differential", "GC share of OS CPU (differential)"), ("sys_us_per_request", "sys µs/req"), ("cycles_per_s", "cycles/s"), ("gc_active_share_of_wall", "GC active share of wall"),
+           ("goal_over_limit", "goal/limit"), ("limiter_engaged", "CPU limiter on"), ("stw_max_ms", "STW max ms"), ("probe_p99_ms", "probe p99 ms"),
            ("probe_max_ms", "probe max ms"), ("rate_achieved_over_target", "achieved/target"), ("run_queue_wait_share", "run-queue wait share"),
            ("others_busy_cores", "others' cores")]
 JAVA_COLS = [("pgt", "ParallelGCThreads"), ("live_mib", "live MiB"), ("ratio", "Xmx/live"), ("heap_mib", "Xmx MiB"),
@@ -207,22 +215,27 @@ def plot(go_curves, java_curves, path_memory, path_alloc):
     fig.savefig(path_memory, dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     for tag, style in (("alloc-sweep-nolimit", "o-"), ("alloc-sweep-limit", "s-")):
         rs = sorted((go_curves or {}).get(tag, []), key=lambda r: _mean(r["alloc_mib_s"]) or 0)
         if rs:
             x = [_mean(r["alloc_mib_s"]) for r in rs]
             lab = "no limit" if tag.endswith("nolimit") else "limit 1.5× live"
-            ax[0].plot(x, [_mean(r["gc_share_of_busy"]) for r in rs], style, label=f"GC share of busy P-time, {lab}")
-            ax[0].plot(x, [_mean(r["gc_share_differential"]) for r in rs], style, alpha=0.6, label=f"GC share of OS CPU (differential), {lab}")
-            ax[0].plot(x, [_mean(r["cycles_per_s"]) / 100 for r in rs], style, alpha=0.4, label=f"cycles/s ÷ 100, {lab}")
+            col = "C0" if tag.endswith("nolimit") else "C1"
+            ax[0].plot(x, [_mean(r["gc_share_of_busy"]) for r in rs], style, color=col, label=f"share of busy P-time, {lab}")
+            ax[0].plot(x, [_mean(r["gc_share_differential"]) for r in rs], style, color=col, alpha=0.4, label=f"share of OS CPU (differential), {lab}")
+            ax[1].plot(x, [_mean(r["gc_cores_differential"]) for r in rs], style, color=col, label=f"GC cores (OS CPU, differential), {lab}")
+            ax[1].plot(x, [_mean(r["cycles_per_s"]) / 100 for r in rs], style, color=col, alpha=0.4, label=f"cycles/s ÷ 100, {lab}")
     rs = sorted((java_curves or {}).get("alloc-sweep", []), key=lambda r: _mean(r["alloc_mib_s"]) or 0)
     if rs:
         x = [_mean(r["alloc_mib_s"]) for r in rs]
-        ax[1].plot(x, [_mean(r["gc_cpu_share"]) for r in rs], "o-", label="GC CPU share")
-        ax[1].plot(x, [_mean(r["pause_share_of_wall"]) for r in rs], "s-", label="pause share of wall")
-    ax[0].set(title="Go (GOGC=100, GOMAXPROCS=2, live 64 MiB)", xlabel="allocation MiB/s")
-    ax[1].set(title="G1 (-Xmx 2× live, PGT=2, live 64 MiB)", xlabel="allocation MiB/s")
+        ax[2].plot(x, [_mean(r["gc_cpu_share"]) for r in rs], "o-", label="GC CPU share")
+        ax[2].plot(x, [_mean(r["gc_cores"]) for r in rs], "^-", label="GC cores")
+        ax[2].plot(x, [_mean(r["pause_share_of_wall"]) for r in rs], "s-", label="pause share of wall")
+    ax[0].set(title="Go: GC share of the process's CPU", xlabel="allocation MiB/s", ylim=(0, 1))
+    ax[1].set(title="Go: GC cores and cycles", xlabel="allocation MiB/s")
+    ax[2].set(title="G1 (-Xmx 2× live, PGT=2, live 64 MiB)", xlabel="allocation MiB/s", ylim=(0, 1))
+    fig.suptitle("GOGC=100, GOMAXPROCS=2, live 64 MiB", x=0.33, fontsize=9)
     for a in ax:
         a.grid(True, alpha=0.3)
         if a.lines:
