@@ -62,11 +62,11 @@ impl Default for G1Params {
     fn default() -> Self {
         G1Params {
             heap_size: 1 << 30,
-            young_min: 0.05,
-            young_max: 0.60,
+            young_min: crate::calibration::G1_YOUNG_MIN,
+            young_max: crate::calibration::G1_YOUNG_MAX,
             reserve: 0.10,
-            ihop: 0.45,
-            in_flight: 0.01,
+            ihop: crate::calibration::G1_IHOP,
+            in_flight: crate::calibration::G1_IN_FLIGHT,
             young_fixed_us: crate::calibration::G1_YOUNG_FIXED_US,
             copy_us_per_mib: crate::calibration::G1_COPY_US_PER_MIB,
             mark_us_per_mib: crate::calibration::G1_MARK_US_PER_MIB,

@@ -39,8 +39,10 @@ pub struct GoParams {
     pub trigger_fraction: f64,
     /// Share of the cores taken by dedicated mark workers (Go: 25 %).
     pub background_utilization: f64,
-    /// CPU µs to mark one MiB of live heap (measured).
-    pub mark_us_per_mib: f64,
+    /// CPU µs to mark (and sweep) one MiB of live heap, by live heap size:
+    /// `(MiB live, µs per MiB)` points, interpolated log-log (measured: the
+    /// cost per MiB grows with the heap, as marking misses caches more).
+    pub mark_us_per_mib: Vec<(f64, f64)>,
     /// CPU µs of marking per cycle whatever the heap (roots, stacks).
     pub mark_fixed_us: f64,
     /// Stop-the-world phases, wall µs (measured).
@@ -53,6 +55,9 @@ pub struct GoParams {
     pub limiter_capacity_us: f64,
     /// The heap may overrun the goal by this factor while marking (Go: 1.1).
     pub hard_goal_factor: f64,
+    /// Share of the memory limit the heap goal may use: the rest is the
+    /// runtime's memory that is not objects (measured: 0.83–0.88).
+    pub heap_share_of_limit: f64,
 }
 
 impl Default for GoParams {
@@ -61,15 +66,16 @@ impl Default for GoParams {
             gogc: Some(100),
             memory_limit: None,
             heap_minimum: 4 << 20,
-            trigger_fraction: 0.7,
+            trigger_fraction: crate::calibration::GO_TRIGGER_FRACTION,
             background_utilization: 0.25,
-            mark_us_per_mib: crate::calibration::GO_MARK_US_PER_MIB,
+            mark_us_per_mib: crate::calibration::GO_MARK_US_PER_MIB.to_vec(),
             mark_fixed_us: crate::calibration::GO_MARK_FIXED_US,
             sweep_termination_us: crate::calibration::GO_SWEEP_TERMINATION_US,
             mark_termination_us: crate::calibration::GO_MARK_TERMINATION_US,
             cpu_limit: 0.5,
             limiter_capacity_us: 1_000_000.0,
             hard_goal_factor: 1.1,
+            heap_share_of_limit: crate::calibration::GO_HEAP_SHARE_OF_LIMIT,
         }
     }
 }
@@ -132,7 +138,7 @@ impl GoHeap {
         };
         let mut goal = marked + growth;
         if let Some(limit) = self.p.memory_limit {
-            goal = goal.min(limit as f64);
+            goal = goal.min(limit as f64 * self.p.heap_share_of_limit);
         }
         self.goal = goal;
         self.trigger = marked + self.p.trigger_fraction * (goal - marked).max(0.0);
@@ -181,7 +187,8 @@ impl GoHeap {
     fn start_cycle(&mut self, now: Time, stats: &mut Stats) {
         stats.cycles += 1;
         self.pause(now, self.p.sweep_termination_us, Phase::SweepTermination, stats);
-        let remaining = self.p.mark_fixed_us + cost(self.live, self.p.mark_us_per_mib);
+        let per_mib = crate::interpolate_log(&self.p.mark_us_per_mib, self.live / crate::MIB);
+        let remaining = self.p.mark_fixed_us + cost(self.live, per_mib);
         self.mark = Some(Mark { remaining, allocated: 0.0, credit: 0.0, started: now });
     }
 
@@ -258,7 +265,7 @@ impl GoHeap {
         // by the time the heap reaches its hard goal.
         let mut hard = self.goal * self.p.hard_goal_factor;
         if let Some(limit) = self.p.memory_limit {
-            hard = hard.min((limit as f64).max(self.goal));
+            hard = hard.min((limit as f64 * self.p.heap_share_of_limit).max(self.goal));
         }
         let distance = hard - self.heap;
         let owed = if distance <= 0.0 { m.remaining } else { (bytes * m.remaining / distance).min(m.remaining) };
@@ -289,7 +296,9 @@ mod tests {
 
     fn params() -> GoParams {
         GoParams {
-            mark_us_per_mib: 1_000.0,
+            mark_us_per_mib: vec![(64.0, 1_000.0)],
+            heap_share_of_limit: 1.0,
+            trigger_fraction: 0.7,
             mark_fixed_us: 0.0,
             sweep_termination_us: 50,
             mark_termination_us: 100,

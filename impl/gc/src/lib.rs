@@ -237,6 +237,26 @@ impl Collector {
     }
 }
 
+/// `y` at `x` on the curve through `points` (sorted by `x`), linear in
+/// log-log between points and flat beyond the ends.
+pub fn interpolate_log(points: &[(f64, f64)], x: f64) -> f64 {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else { return 0.0 };
+    if x <= first.0 {
+        return first.1;
+    }
+    if x >= last.0 {
+        return last.1;
+    }
+    for w in points.windows(2) {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        if x <= x1 {
+            let t = (x.ln() - x0.ln()) / (x1.ln() - x0.ln());
+            return (y0.ln() + t * (y1.ln() - y0.ln())).exp();
+        }
+    }
+    last.1
+}
+
 /// CPU µs for `bytes` at `us_per_mib`.
 fn cost(bytes: f64, us_per_mib: f64) -> f64 {
     bytes / MIB * us_per_mib
@@ -274,5 +294,21 @@ pub(crate) mod testing {
         }
         c.finish(now, busy);
         (events, work as f64 / now as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interpolate_log;
+
+    #[test]
+    fn interpolation_is_log_log_between_points_and_flat_outside() {
+        let pts = [(16.0, 200.0), (64.0, 400.0)];
+        assert_eq!(interpolate_log(&pts, 1.0), 200.0);
+        assert_eq!(interpolate_log(&pts, 1000.0), 400.0);
+        // Halfway in log x between 16 and 64 is 32: halfway in log y.
+        let mid = interpolate_log(&pts, 32.0);
+        assert!((mid - (200.0f64 * 400.0).sqrt()).abs() < 1e-9, "{mid}");
+        assert_eq!(interpolate_log(&[], 5.0), 0.0);
     }
 }
