@@ -174,6 +174,9 @@ struct SetupArgs {
     /// YCSB workload: a (50 % reads) or b (95 % reads).
     #[arg(long, default_value = "a")]
     workload: String,
+    /// GC coordination in the manner of Blade (docs/protocol.md).
+    #[arg(long)]
+    blade: bool,
 }
 
 impl SetupArgs {
@@ -194,6 +197,7 @@ impl SetupArgs {
             duration: self.duration,
             warmup: self.warmup,
             read_fraction,
+            coordinated: self.blade,
         })
     }
 }
@@ -315,8 +319,9 @@ fn study(what: StudyCmd) -> Result<()> {
             }
             let tl = study::timeline(&setup, rate, seed).context("study setup")?;
             eprintln!(
-                "{} ratio {} cores {} at {rate} ops/s: p99 {:.2} ms (from send {:.2} ms), max {:.2} ms, collector CPU {:.1} %, active {:.0} %, {} pauses, max pause {:.2} ms",
+                "{}{} ratio {} cores {} at {rate} ops/s: p99 {:.2} ms (from send {:.2} ms), max {:.2} ms, collector CPU {:.1} %, active {:.0} %, {} pauses, max pause {:.2} ms",
                 setup.model,
+                if setup.coordinated { "+blade" } else { "" },
                 setup.ratio,
                 setup.cores,
                 p.p99,

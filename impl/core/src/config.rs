@@ -33,6 +33,21 @@ pub struct Config {
     pub catchup_max: usize,
     /// Emit [`crate::Output::Trace`] events (off on the hot path).
     pub trace: bool,
+    /// Coordinate garbage collections in the manner of Blade
+    /// (`docs/protocol.md`, "GC coordination"): a follower collects only
+    /// with the leader's grant, at most `n − majority` at once; a leader
+    /// due for a collection first hands leadership to an up-to-date
+    /// follower. Off: a collection the driver reports due starts at once.
+    pub gc_coordination: bool,
+    /// A grant the leader gave is counted until the follower reports the
+    /// collection done, or for this long at most.
+    pub gc_grant_timeout: Time,
+    /// A replica due for a collection that got no grant within this long
+    /// collects anyway.
+    pub gc_wait_max: Time,
+    /// A leader handing off waits at most this long for its in-flight
+    /// slots to commit and its chosen follower to catch up.
+    pub gc_transfer_wait: Time,
     /// Run [`crate::Replica::check_invariants`] after every step (always
     /// on in debug builds; the simulator turns it on in release builds).
     pub check_invariants: bool,
@@ -58,6 +73,10 @@ impl Default for Config {
             trim_grace: 2_000_000,
             catchup_max: 512,
             trace: false,
+            gc_coordination: false,
+            gc_grant_timeout: 1_000_000,
+            gc_wait_max: 500_000,
+            gc_transfer_wait: 100_000,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]
             injected_bug: None,

@@ -109,6 +109,10 @@ pub(crate) struct GoHeap {
     busy: f64,
     /// The CPU limiter's bucket: collector CPU above `cpu_limit`, µs.
     bucket: f64,
+    /// Coordinated mode (`Collector::set_coordinated`), and whether a
+    /// collection is due and waiting for the service.
+    pub(crate) coordinated: bool,
+    due: bool,
 }
 
 impl GoHeap {
@@ -125,6 +129,8 @@ impl GoHeap {
             last: now,
             busy: 0.0,
             bucket: 0.0,
+            coordinated: false,
+            due: false,
         };
         h.pace(live as f64);
         h
@@ -205,6 +211,23 @@ impl GoHeap {
         }
     }
 
+    /// The coordinated collection: the whole live heap marked with the
+    /// world stopped on every core; everything else is freed.
+    pub(crate) fn collect_now(&mut self, now: Time, stats: &mut Stats) -> bool {
+        if !std::mem::take(&mut self.due) || self.mark.is_some() {
+            return false;
+        }
+        stats.cycles += 1;
+        let per_mib = crate::interpolate_log(&self.p.mark_us_per_mib, self.live / crate::MIB);
+        let cpu = self.p.mark_fixed_us + cost(self.live, per_mib);
+        let pause = (cpu / self.cores.max(1.0)).ceil() as Time + self.p.sweep_termination_us + self.p.mark_termination_us;
+        self.pause(now, pause, Phase::Coordinated, stats);
+        stats.active_us += pause as f64;
+        self.heap = self.live;
+        self.pace(self.live);
+        true
+    }
+
     pub(crate) fn advance(&mut self, now: Time, mutator_busy: f64, stats: &mut Stats) {
         while now > self.last {
             let dt = (now - self.last) as f64;
@@ -252,7 +275,15 @@ impl GoHeap {
         self.heap += bytes;
         let limited = self.limited();
         let Some(m) = self.mark.as_mut() else {
-            if self.heap >= self.trigger {
+            if self.coordinated && self.heap < self.goal {
+                // Due at the trigger; the runtime collects on its own only
+                // at the goal.
+                if self.heap >= self.trigger && !self.due {
+                    self.due = true;
+                    self.pending.push(Event::Due { headroom: (self.goal - self.heap) as u64 });
+                }
+            } else if self.heap >= self.trigger {
+                self.due = false;
                 self.start_cycle(now, stats);
             }
             return 0;
@@ -389,5 +420,38 @@ mod tests {
         assert_eq!(c.live(), 12 << 20);
         c.allocate(20, Alloc { bytes: 0, retained: 0, released: 2 << 20 });
         assert_eq!(c.live(), 10 << 20);
+    }
+
+    #[test]
+    fn coordinated_cycles_wait_for_the_service_and_run_stop_the_world_on_every_core() {
+        let live = 64u64 << 20;
+        let mut c = Collector::new(&GcModel::Go(params()), 2.0, live, 0, 100_000);
+        c.set_coordinated(true);
+        let (events, _) = crate::testing::drive_with(&mut c, 100.0 * MIB, 0.0, 5, 1.0, true);
+        let dues = events.iter().filter(|e| matches!(e, Event::Due { .. })).count();
+        let coordinated: Vec<Time> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Pause { duration, phase: Phase::Coordinated } => Some(*duration),
+                _ => None,
+            })
+            .collect();
+        assert!(dues > 2 && coordinated.len() == dues, "{dues} due, {} collected", coordinated.len());
+        assert!(!events.iter().any(|e| matches!(e, Event::Pause { phase: Phase::SweepTermination, .. })), "no concurrent cycle");
+        // 64 MiB at 1 ms/MiB over 2 cores, plus the two short phases.
+        assert!(coordinated.iter().all(|d| (32_000..=32_300).contains(d)), "{coordinated:?}");
+        assert_eq!(c.stats().assist_us, 0.0);
+    }
+
+    #[test]
+    fn a_coordinated_cycle_never_permitted_runs_on_its_own_at_the_goal() {
+        let live = 64u64 << 20;
+        let mut c = Collector::new(&GcModel::Go(params()), 2.0, live, 0, 100_000);
+        c.set_coordinated(true);
+        let events = drive(&mut c, 100.0 * MIB, 3, 1.0);
+        assert!(events.iter().any(|e| matches!(e, Event::Due { .. })));
+        assert!(events.iter().any(|e| matches!(e, Event::Pause { phase: Phase::SweepTermination, .. })), "forced at the goal");
+        // A late permission finds nothing due.
+        assert!(!c.collect_now(3_000_001) || c.stats().cycles > 0);
     }
 }

@@ -25,6 +25,7 @@ fn request_bytes(req: &Request) -> u64 {
 
 impl Replica {
     pub(super) fn after_commit(&mut self, out: &mut Vec<Output>) {
+        self.advance_transfer(out);
         self.execute_committed(out);
         self.try_propose(out);
     }
@@ -82,6 +83,7 @@ impl Replica {
         } else {
             self.send_heartbeats(out);
             self.reprobe_if_lost(out);
+            self.gc_heartbeat(out);
         }
     }
 
@@ -168,6 +170,7 @@ impl Replica {
         };
         self.send_durable(from, msg, out);
         self.maybe_trim(out);
+        self.gc_leader_known(out);
     }
 
     /// The answer to a heartbeat below this replica's ballot: the deposed
@@ -219,5 +222,7 @@ impl Replica {
             self.send_catch_up(from, le, snapshot_sent, out);
         }
         self.maybe_trim(out);
+        self.gc_heard_from(from, out);
+        self.advance_transfer(out);
     }
 }

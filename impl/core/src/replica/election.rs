@@ -52,11 +52,20 @@ impl Replica {
         }
     }
 
-    fn start_election(&mut self, out: &mut Vec<Output>) {
-        self.role = RoleState::Candidate(CandidateState {
-            promised: VoteSet::of(self.id),
-            promises: BTreeMap::new(),
-        });
+    pub(super) fn start_election(&mut self, out: &mut Vec<Output>) {
+        let old = std::mem::replace(
+            &mut self.role,
+            RoleState::Candidate(CandidateState {
+                promised: VoteSet::of(self.id),
+                promises: BTreeMap::new(),
+                handed_off: None,
+                held: Vec::new(),
+            }),
+        );
+        if let RoleState::Candidate(c) = old {
+            // A campaign that timed out: what it held goes elsewhere.
+            self.redirect_held(&c.held, out);
+        }
         self.ballot = next_ballot(self.ballot, self.id);
         self.persist(vec![Record::Ballot(self.ballot)], out);
         self.emit(Action::StartElection { ballot: self.ballot }, out);
@@ -135,6 +144,8 @@ impl Replica {
         let RoleState::Candidate(c) = &mut self.role else { return };
         let merged_from: Vec<ReplicaId> = c.promised.iter().collect();
         let promises = std::mem::take(&mut c.promises);
+        let held = std::mem::take(&mut c.held);
+        let handed_off_by = c.handed_off;
 
         // 1. A promiser that trimmed beyond our last executed sent its state.
         let mut snapshot_from = None;
@@ -189,7 +200,7 @@ impl Replica {
             .iter()
             .map(|p| (*p, Progress { last_executed: Slot::ZERO, heard: self.now, snapshot_sent: None }))
             .collect();
-        self.role = RoleState::Leader(LeaderState {
+        self.role = RoleState::Leader(Box::new(LeaderState {
             votes,
             pending: VecDeque::new(),
             queued: BTreeSet::new(),
@@ -197,7 +208,12 @@ impl Replica {
             replay_top: max_slot,
             reads: ReadQueue::default(),
             heartbeat_deadline: self.now,
-        });
+            gc: if self.cfg.gc_coordination {
+                super::gc::Coordinator::after_election(peers.iter().copied(), |p| merged_from.contains(&p), self.now)
+            } else {
+                super::gc::Coordinator::default()
+            },
+        }));
         if !records.is_empty() {
             self.persist(records, out);
         }
@@ -213,6 +229,16 @@ impl Replica {
         self.execute_committed(out);
         self.send_heartbeats(out);
         self.try_propose(out);
+        // Requests held while campaigning after a hand-off.
+        for req in held {
+            self.on_request(req, out);
+        }
+        if let Some(old) = handed_off_by {
+            self.gc_handed_off_by(old, out);
+        }
+        if self.gc.due.is_some() {
+            self.gc_became_leader(out);
+        }
     }
 
     /// The value each slot above `base` takes: an instance known committed

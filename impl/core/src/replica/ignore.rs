@@ -39,10 +39,16 @@ pub enum Ignored {
     AckOfOtherProbe,
     /// An `InstallSnapshot` not ahead of our own state.
     SnapshotNotNewer,
+    /// `GcDue` while a collection is due or running already.
+    GcAlreadyDue,
+    /// `GcDone` without a collection running.
+    GcNotCollecting,
+    /// A follower's `GcDone` for a grant the leader does not hold.
+    GcNotGranted,
 }
 
 impl Ignored {
-    pub const ALL: [Ignored; 14] = [
+    pub const ALL: [Ignored; 17] = [
         Ignored::UnknownSender,
         Ignored::TimerNotDue,
         Ignored::ElectionTimerAtLeader,
@@ -57,6 +63,9 @@ impl Ignored {
         Ignored::ProbeBelowBallot,
         Ignored::AckOfOtherProbe,
         Ignored::SnapshotNotNewer,
+        Ignored::GcAlreadyDue,
+        Ignored::GcNotCollecting,
+        Ignored::GcNotGranted,
     ];
 
     /// The reason as status pages and transcripts print it.
@@ -76,6 +85,9 @@ impl Ignored {
             Ignored::ProbeBelowBallot => "probe-below-ballot",
             Ignored::AckOfOtherProbe => "ack-of-other-probe",
             Ignored::SnapshotNotNewer => "snapshot-not-newer",
+            Ignored::GcAlreadyDue => "gc-already-due",
+            Ignored::GcNotCollecting => "gc-not-collecting",
+            Ignored::GcNotGranted => "gc-not-granted",
         }
     }
 }

@@ -23,11 +23,30 @@ impl Replica {
     pub fn check_invariants(&self) -> Result<(), String> {
         self.check_barrier()?;
         self.check_log()?;
+        self.check_gc()?;
         match &self.role {
             RoleState::Follower(_) => Ok(()),
             RoleState::Candidate(_) => self.check_candidate(),
             RoleState::Leader(_) => self.check_leader(),
         }
+    }
+
+    /// GC coordination: a replica never collects under a grant while it
+    /// leads; a leader counts no more collecting replicas (its own hand-off
+    /// included) than `n − majority`; a due replica is not collecting.
+    fn check_gc(&self) -> Result<(), String> {
+        let granted = matches!(self.gc.collecting, Some(Some(_)));
+        ensure!(!(granted && matches!(self.role, RoleState::Leader(_))), "collecting under a grant while leader");
+        ensure!(!(self.gc.due.is_some() && self.gc.collecting.is_some()), "due and collecting at once");
+        if let RoleState::Leader(l) = &self.role {
+            let budget = self.gc_budget();
+            ensure!(l.gc.used() <= budget, "{} replicas counted as collecting, budget {budget}", l.gc.used());
+            ensure!(!l.gc.collecting.contains_key(&self.id), "the leader holds a grant of its own");
+            if let Some((to, _)) = l.gc.transfer {
+                ensure!(to != self.id, "hand-off to itself");
+            }
+        }
+        Ok(())
     }
 
     fn check_barrier(&self) -> Result<(), String> {
@@ -105,7 +124,8 @@ impl Replica {
             );
         }
         ensure!(
-            l.pending.is_empty() || l.votes.len() >= self.cfg.window.max(1),
+            // A leader handing off for a collection proposes nothing new.
+            l.pending.is_empty() || l.votes.len() >= self.cfg.window.max(1) || l.gc.transfer.is_some(),
             "{} requests pending with only {} of {} window slots in flight",
             l.pending.len(),
             l.votes.len(),

@@ -15,6 +15,7 @@
 //! | `reads.rs` | ReadIndex: reads confirmed by a probe round, no log write |
 //! | `durability.rs` | the persist barrier: outputs held until what they depend on is durable |
 //! | `catch_up.rs` | trimming, catch-up and snapshot installation |
+//! | `gc.rs` | GC coordination (Blade): grants within a budget, leadership hand-off before a leader collects |
 //! | `ignore.rs` | the named reasons an input is ignored, counted |
 //! | `invariants.rs` | `check_invariants`, run after every step in debug builds |
 //!
@@ -29,6 +30,7 @@ mod catch_up;
 mod commit;
 mod durability;
 mod election;
+mod gc;
 mod ignore;
 mod invariants;
 mod reads;
@@ -100,6 +102,8 @@ pub struct Replica {
     /// Requests that arrived here and still await their reply (in any role:
     /// a request proposed before stepping down is answered when executed).
     waiting: BTreeSet<(ClientId, Seq)>,
+    /// This replica's own collection (GC coordination).
+    gc: gc::GcState,
 
     ignored: IgnoredCounts,
 }
@@ -149,6 +153,7 @@ impl Replica {
             barrier: Barrier::default(),
             last_probe: 0,
             waiting: BTreeSet::new(),
+            gc: gc::GcState::default(),
             ignored: IgnoredCounts::default(),
         }
     }
@@ -241,6 +246,9 @@ impl Replica {
             Input::Timer(Timer::Election) => self.on_election_timer(out),
             Input::Timer(Timer::Heartbeat) => self.on_heartbeat_timer(out),
             Input::Persisted { token } => self.on_persisted(token, out),
+            Input::Timer(Timer::Gc) => self.on_gc_timer(out),
+            Input::GcDue { headroom } => self.on_gc_due(headroom, out),
+            Input::GcDone => self.on_gc_done(out),
         }
         if cfg!(debug_assertions) || self.cfg.check_invariants {
             if let Err(e) = self.check_invariants() {

@@ -36,6 +36,12 @@ impl Replica {
                 return;
             }
         }
+        if let RoleState::Candidate(c) = &mut self.role {
+            if c.handed_off.is_some() && c.held.len() < self.cfg.max_pending {
+                c.held.push(req);
+                return;
+            }
+        }
         let Some(l) = self.role.as_leader() else {
             let leader = self.leader().filter(|l| *l != self.id);
             out.push(Output::Reply { client, seq, reply: Reply::Redirect { leader } });
@@ -69,6 +75,11 @@ impl Replica {
     pub(super) fn try_propose(&mut self, out: &mut Vec<Output>) {
         let window = self.cfg.window.max(1);
         let max_batch = self.cfg.max_batch.max(1);
+        // A leader handing off for a collection proposes nothing new: its
+        // pending requests go to the next leader.
+        if self.handing_off() {
+            return;
+        }
         loop {
             let Some(l) = self.role.as_leader_mut() else { return };
             if l.votes.len() >= window || l.pending.is_empty() {
@@ -134,6 +145,8 @@ impl Replica {
         self.emit(Action::HandleAccepted { from, ballot: self.ballot, slot, ok: true, committed }, out);
         if committed {
             self.after_commit(out);
+        } else {
+            self.advance_transfer(out);
         }
     }
 

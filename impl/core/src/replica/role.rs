@@ -27,6 +27,12 @@ pub(super) struct CandidateState {
     pub promised: VoteSet,
     /// What the peers' promises carried (its own promise is its log).
     pub promises: BTreeMap<ReplicaId, PromiseData>,
+    /// Campaigning because the leader handed off (`TimeoutNow`): it
+    /// expects to win within a round trip, so requests arriving meanwhile
+    /// (the old leader redirects its queue here) wait for the outcome
+    /// instead of being redirected nowhere.
+    pub handed_off: Option<ReplicaId>,
+    pub held: Vec<Request>,
 }
 
 /// What the leader knows of a follower.
@@ -51,12 +57,15 @@ pub(super) struct LeaderState {
     pub replay_top: Slot,
     pub reads: ReadQueue,
     pub heartbeat_deadline: Time,
+    /// GC coordination: grants, queue, own hand-off.
+    pub gc: super::gc::Coordinator,
 }
 
 pub(super) enum RoleState {
     Follower(FollowerState),
     Candidate(CandidateState),
-    Leader(LeaderState),
+    // Boxed: the leader carries far more state than the other roles.
+    Leader(Box<LeaderState>),
 }
 
 impl RoleState {
@@ -116,11 +125,23 @@ impl Replica {
         true
     }
 
+    /// Requests a candidate held (after a hand-off) that it will not
+    /// propose: a redirect to whoever is known to lead, which is the truth.
+    pub(super) fn redirect_held(&mut self, held: &[Request], out: &mut Vec<Output>) {
+        let leader = Some(ballot_owner(self.ballot)).filter(|l| *l != self.id);
+        for req in held {
+            out.push(Output::Reply { client: req.client, seq: req.seq, reply: Reply::Redirect { leader } });
+        }
+    }
+
     /// Leaves the candidate or leader role. What the leader held is
     /// answered: never-proposed requests and queued reads get a redirect,
     /// which is the truth (they were not and will not be executed).
     pub(super) fn become_follower(&mut self, out: &mut Vec<Output>) {
         let old = std::mem::replace(&mut self.role, RoleState::follower(None, self.now));
+        if let RoleState::Candidate(c) = &old {
+            self.redirect_held(&c.held, out);
+        }
         if let RoleState::Leader(l) = old {
             let leader = Some(ballot_owner(self.ballot)).filter(|l| *l != self.id);
             for req in l.pending {

@@ -123,6 +123,30 @@ impl Replica {
                 }
             }
 
+            // GC coordination: a grant and a hand-off are requests of the
+            // leader at its ballot; a follower's request and its "done" are
+            // answers that count at the leader's current ballot only.
+            Message::GcGrant { ballot } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
+                Verdict::Stale => self.ignore(Ignored::StaleBallot),
+                Verdict::Ignored => {}
+                Verdict::Follow => self.on_gc_grant(from, ballot, out),
+            },
+            Message::TimeoutNow { ballot } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
+                Verdict::Stale => self.ignore(Ignored::StaleBallot),
+                Verdict::Ignored => {}
+                Verdict::Follow => self.on_timeout_now(from, ballot, out),
+            },
+            Message::GcRequest { ballot } => {
+                if self.answer_counts(ballot, Role::Leader) {
+                    self.on_gc_request(from, ballot, out)
+                }
+            }
+            Message::GcDone { ballot } => {
+                if self.answer_counts(ballot, Role::Leader) {
+                    self.on_gc_done_from(from, ballot, out)
+                }
+            }
+
             // Exempt from the ballot rule.
             Message::ReadProbe { ballot, id } => self.on_read_probe(from, ballot, id, out),
         }

@@ -29,6 +29,10 @@ pub fn test_config(n: usize) -> Config {
         catchup_max: 8,
         trace: true,
         check_invariants: true,
+        gc_coordination: false,
+        gc_grant_timeout: 200,
+        gc_wait_max: 100,
+        gc_transfer_wait: 20,
         injected_bug: None,
     }
 }
@@ -79,6 +83,8 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     pub net: Vec<InFlight>,
     pub replies: Vec<(ReplicaId, u64, u64, Reply)>,
+    /// Replicas told to collect (`Output::Collect`), in order.
+    pub collections: Vec<ReplicaId>,
     pub trace: Vec<TraceEvent>,
     /// slot ↦ value executed there (as (client, seq) ids), first replica to execute it.
     pub executed: BTreeMap<Slot, (ReplicaId, ExecutedIds)>,
@@ -108,6 +114,7 @@ impl Cluster {
             nodes: Vec::new(),
             net: Vec::new(),
             replies: Vec::new(),
+            collections: Vec::new(),
             trace: Vec::new(),
             executed: BTreeMap::new(),
             digests: BTreeMap::new(),
@@ -167,6 +174,8 @@ impl Cluster {
                     self.nodes[id as usize].unsynced.push((token, records))
                 }
                 Output::Reply { client, seq, reply } => self.replies.push((id, client, seq, reply)),
+                // A collection: the test drives `GcDone` itself.
+                Output::Collect { .. } => self.collections.push(id),
                 Output::Trace(ev) => {
                     if let Action::Execute { slot, value } = &ev.action {
                         match self.executed.get(slot) {

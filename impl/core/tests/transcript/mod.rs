@@ -22,7 +22,7 @@
 //! | `cluster n=3 [seed=S] [config=value…] [bug=name]` | a new cluster of started replicas (the test config, overridden) |
 //! | `time T` | sets the clock to T (never backwards), firing nothing |
 //! | `tick [ID] DT` | advances the clock by DT, firing the due timers in deadline order (only ID's, if given) |
-//! | `fire ID election\|heartbeat` | the timer input, now, whatever its deadline |
+//! | `fire ID election\|heartbeat\|gc` | the timer input, now, whatever its deadline |
 //! | `send A->B MESSAGE` | B handles MESSAGE from A now (written as outputs print it) |
 //! | `deliver [A->B\|all] [N]` | delivers the queued messages of a link (or all queued now), oldest first, at most N |
 //! | `drop [A->B\|all]` | loses the queued messages of a link (or all) |
@@ -30,7 +30,8 @@
 //! | `sync ID\|all [token=N]` | the disk reports the newest persist durable (or token N) |
 //! | `crash ID`, `restart ID` | loses unsynced records and memory; recovers from the synced records |
 //! | `request ID C/S OP` | replica ID receives client C's request number S (`put k v`, `get k`, `del k`, `cas k from\|- to`) |
-//! | `run DT` | fair schedule for DT (sync, deliver, fire timers); prints the replies only |
+//! | `gc-due ID [HEADROOM]`, `gc-done ID` | the driver's collector reports a collection due (bytes of headroom, default 1 MiB), or over |
+//! | `run DT` | fair schedule for DT (sync, deliver, fire timers); prints the collections started and the replies only |
 //! | `load ID puts=N [client=C] [every=DT]` | N puts of distinct keys to ID, each followed by `run DT` |
 //! | `status [ID…]` | role, ballot, indexes, tokens, queues and ignored inputs |
 //! | `log ID`, `kv ID`, `net` | a replica's log, its key-value state, the queued messages |
@@ -224,6 +225,7 @@ impl Interp {
                 let timer = match *t {
                     "election" => Timer::Election,
                     "heartbeat" => Timer::Heartbeat,
+                    "gc" => Timer::Gc,
                     other => return Err(format!("unknown timer '{other}'")),
                 };
                 self.cluster()?.input(id, Input::Timer(timer));
@@ -248,6 +250,18 @@ impl Interp {
                 }
             }
             "sync" => self.sync(args)?,
+            "gc-due" => {
+                let (id, headroom) = match args {
+                    [id] => (self.replica(id)?, 1 << 20),
+                    [id, h] => (self.replica(id)?, number(h)?),
+                    _ => return Err("gc-due ID [HEADROOM]".to_owned()),
+                };
+                self.cluster()?.input(id, Input::GcDue { headroom });
+            }
+            "gc-done" => {
+                let id = self.replica(args.first().ok_or("gc-done ID")?)?;
+                self.cluster()?.input(id, Input::GcDone);
+            }
             "crash" => {
                 let id = self.replica(args.first().ok_or("crash ID")?)?;
                 self.cluster()?.crash(id);
@@ -310,6 +324,10 @@ impl Interp {
                 "trim_bytes" => cfg.trim_bytes = number(v)?,
                 "catchup_max" => cfg.catchup_max = number(v)?,
                 "bug" => cfg.injected_bug = Some(bug(v)?),
+                "gc_coordination" => cfg.gc_coordination = v == "true",
+                "gc_grant_timeout" => cfg.gc_grant_timeout = duration(v)?,
+                "gc_wait_max" => cfg.gc_wait_max = duration(v)?,
+                "gc_transfer_wait" => cfg.gc_transfer_wait = duration(v)?,
                 other => return Err(format!("unknown config '{other}'")),
             }
         }
@@ -374,10 +392,11 @@ impl Interp {
     /// Runs `f` without printing its steps; prints the client replies.
     fn run_quietly(&mut self, f: impl FnOnce(&mut Cluster)) -> Result<String, String> {
         let c = self.cluster()?;
-        let replies = c.replies.len();
+        let (replies, collections) = (c.replies.len(), c.collections.len());
         c.record = false;
         f(c);
         c.record = true;
+        let collected: Vec<ReplicaId> = c.collections[collections..].to_vec();
         // Consecutive replies of one replica with the same answer share a
         // line: `0: reply 101/1 … 140/1 done (40 replies)`.
         let mut runs: Vec<(ReplicaId, String, String, String, usize)> = Vec::new();
@@ -392,6 +411,9 @@ impl Interp {
             }
         }
         let mut out = String::new();
+        for id in collected {
+            let _ = writeln!(out, "{id}: collect");
+        }
         for (id, first, last, text, n) in runs {
             let _ = match n {
                 1 => writeln!(out, "{id}: reply {first} {text}"),
@@ -450,6 +472,17 @@ impl Interp {
                 r.pending_len(),
                 r.pending_reads(),
             );
+            // GC coordination, when there is any to show.
+            if r.gc_due() {
+                out.push_str(" gc=due");
+            }
+            if r.gc_collecting() {
+                out.push_str(" gc=collecting");
+            }
+            let granted = r.gc_granted();
+            if !granted.is_empty() {
+                let _ = write!(out, " gc-counted={granted:?}");
+            }
             for (why, n) in r.ignored().iter() {
                 let _ = write!(out, " {}={n}", why.name());
             }

@@ -91,6 +91,10 @@ pub fn message(m: &Message) -> String {
         }
         Message::ReadProbe { ballot, id } => format!("ReadProbe ballot={ballot} id={id}"),
         Message::ReadProbeAck { ballot, id } => format!("ReadProbeAck ballot={ballot} id={id}"),
+        Message::GcRequest { ballot } => format!("GcRequest ballot={ballot}"),
+        Message::GcGrant { ballot } => format!("GcGrant ballot={ballot}"),
+        Message::GcDone { ballot } => format!("GcDone ballot={ballot}"),
+        Message::TimeoutNow { ballot } => format!("TimeoutNow ballot={ballot}"),
     }
 }
 
@@ -121,6 +125,7 @@ pub fn timer(t: Timer) -> &'static str {
     match t {
         Timer::Election => "election",
         Timer::Heartbeat => "heartbeat",
+        Timer::Gc => "gc",
     }
 }
 
@@ -133,6 +138,7 @@ pub fn output(id: ReplicaId, o: &Output) -> String {
             format!("persist {token}: {}", records.iter().map(record).collect::<Vec<_>>().join("; "))
         }
         Output::Reply { client, seq, reply: r } => format!("reply {client}/{seq} {}", reply(r)),
+        Output::Collect { granted } => format!("collect granted={granted}"),
         Output::Trace(ev) => format!("trace {:?}", ev.action),
     }
 }
@@ -145,6 +151,8 @@ pub fn input(id: ReplicaId, time: Time, i: &Input) -> String {
         Input::Request(r) => format!("{id}: request {}", request(r)),
         Input::Timer(t) => format!("{id}: timer {} at {time}", timer(*t)),
         Input::Persisted { token } => format!("{id}: persisted {token}"),
+        Input::GcDue { headroom } => format!("{id}: gc-due headroom={headroom}"),
+        Input::GcDone => format!("{id}: gc-done"),
     }
 }
 
@@ -360,6 +368,10 @@ impl Fields {
             "CatchUp" => Message::CatchUp { ballot, entries: self.entries.clone().ok_or("missing entries=")? },
             "ReadProbe" => Message::ReadProbe { ballot, id: self.num("id")? },
             "ReadProbeAck" => Message::ReadProbeAck { ballot, id: self.num("id")? },
+            "GcRequest" => Message::GcRequest { ballot },
+            "GcGrant" => Message::GcGrant { ballot },
+            "GcDone" => Message::GcDone { ballot },
+            "TimeoutNow" => Message::TimeoutNow { ballot },
             other => return Err(format!("unknown or unwritable message '{other}'")),
         })
     }

@@ -143,6 +143,10 @@ impl ProtocolLoop {
                     // Never waits: the place was reserved with the request.
                     slot.send(resp);
                 }
+                // Only answers `Input::GcDue`, which only the node's emulated
+                // collector sends (the `[gc]` section); without one this
+                // never comes.
+                Output::Collect { .. } => {}
                 Output::Trace(ev) => {
                     if let Some(w) = self.trace.as_mut() {
                         if let Ok(line) = serde_json::to_string(&ev) {
