@@ -36,7 +36,7 @@ impl ServiceTable {
         match input {
             Input::Message { msg, .. } => self.message + message_kb(msg) * self.per_kb,
             Input::Request(_) => self.client_request,
-            Input::Timer(_) | Input::Start => self.timer,
+            Input::Timer(_) | Input::Start | Input::GcDue { .. } | Input::GcDone => self.timer,
             Input::Persisted { .. } => self.persisted,
         }
     }

@@ -71,26 +71,26 @@ mod tests {
     #[test]
     fn appends_complete_in_order_and_a_crash_loses_the_unsynced() {
         let mut d = Disk::default();
-        assert_eq!(d.append(0, 100, 1, vec![Record::Ballot(Ballot::from(1u64))]), 100);
+        assert_eq!(d.append(0, 100, 1, vec![Record::Ballot(Ballot(1))]), 100);
         // A faster second append still completes after the first.
-        assert_eq!(d.append(10, 20, 2, vec![Record::Ballot(Ballot::from(2u64))]), 100);
+        assert_eq!(d.append(10, 20, 2, vec![Record::Ballot(Ballot(2))]), 100);
         d.synced(1);
         d.crash();
-        assert_eq!(d.durable().ballot, Ballot::from(1u64));
+        assert_eq!(d.durable().ballot, Ballot(1));
     }
 
     #[test]
     fn appends_up_to_the_token_become_durable_in_order_whatever_the_token_order() {
-        let b = |x: u64| vec![Record::Ballot(Ballot::from(x))];
+        let b = |x: u64| vec![Record::Ballot(Ballot(x))];
         let mut d = Disk::default();
         d.append(0, 1, 1, b(1));
         d.append(0, 1, 3, b(3));
         d.append(0, 1, 2, b(2));
         let synced = |d: &Disk| d.synced.iter().flatten().cloned().collect::<Vec<_>>();
         d.synced(2);
-        assert_eq!(synced(&d), vec![Record::Ballot(1), Record::Ballot(2)]);
+        assert_eq!(synced(&d), vec![Record::Ballot(Ballot(1)), Record::Ballot(Ballot(2))]);
         d.synced(3);
-        assert_eq!(synced(&d), vec![Record::Ballot(1), Record::Ballot(2), Record::Ballot(3)]);
+        assert_eq!(synced(&d), vec![Record::Ballot(Ballot(1)), Record::Ballot(Ballot(2)), Record::Ballot(Ballot(3))]);
         assert!(d.unsynced.is_empty());
     }
 }

@@ -188,6 +188,9 @@ struct SetupArgs {
     /// YCSB workload: a (50 % reads) or b (95 % reads).
     #[arg(long, default_value = "a")]
     workload: String,
+    /// GC coordination in the manner of Blade (docs/protocol.md).
+    #[arg(long)]
+    blade: bool,
 }
 
 impl SetupArgs {
@@ -208,6 +211,7 @@ impl SetupArgs {
             duration: self.duration,
             warmup: self.warmup,
             read_fraction,
+            coordinated: self.blade,
         })
     }
 }
@@ -329,8 +333,9 @@ fn study(what: StudyCmd) -> Result<()> {
             }
             let tl = study::timeline(&setup, rate, seed).context("study setup")?;
             eprintln!(
-                "{} ratio {} cores {} at {rate} ops/s: p99 {:.2} ms (from send {:.2} ms), max {:.2} ms, collector CPU {:.1} %, active {:.0} %, {} pauses, max pause {:.2} ms",
+                "{}{} ratio {} cores {} at {rate} ops/s: p99 {:.2} ms (from send {:.2} ms), max {:.2} ms, collector CPU {:.1} %, active {:.0} %, {} pauses, max pause {:.2} ms",
                 setup.model,
+                if setup.coordinated { "+blade" } else { "" },
                 setup.ratio,
                 setup.cores,
                 p.p99,

@@ -46,11 +46,21 @@ pub struct MemoryModel {
     pub alloc: AllocTable,
     /// Window of the collector-CPU timeline, µs.
     pub window: Time,
+    /// GC coordination (Blade): the long collections wait for the
+    /// protocol's grant (`Config::gc_coordination`).
+    pub coordinated: bool,
 }
 
 impl Default for MemoryModel {
     fn default() -> Self {
-        MemoryModel { gc: GcModel::None, dataset_bytes: 0, overhead: 1.0, alloc: AllocTable::default(), window: 100_000 }
+        MemoryModel {
+            gc: GcModel::None,
+            dataset_bytes: 0,
+            overhead: 1.0,
+            alloc: AllocTable::default(),
+            window: 100_000,
+            coordinated: false,
+        }
     }
 }
 
@@ -84,7 +94,7 @@ impl MemoryModel {
         let sm = rep.state_machine();
         let entry = 24 + value_size + 48;
         let slot = 64 + 24 + value_size;
-        let log = rep.last_index().saturating_sub(rep.trimmed());
+        let log = if rep.last_index() > rep.trimmed() { rep.last_index() - rep.trimmed() } else { 0 };
         let own = sm.kv.len() as u64 * entry + sm.sessions.len() as u64 * 64 + log * slot;
         ((self.dataset_bytes + own) as f64 * self.overhead) as u64
     }
@@ -111,7 +121,7 @@ impl MemoryModel {
                 };
                 (a.message, carried)
             }
-            Input::Timer(_) | Input::Start => (a.timer, 0),
+            Input::Timer(_) | Input::Start | Input::GcDue { .. } | Input::GcDone => (a.timer, 0),
             Input::Persisted { .. } => (a.persisted, 0),
         };
         base + (bytes as f64 * a.per_payload_byte) as u64
@@ -135,7 +145,9 @@ pub struct Heap {
 impl Heap {
     pub fn new(m: &MemoryModel, cores: u32, rep: &Replica, value_size: u64, now: Time) -> Heap {
         let state = m.state_bytes(rep, value_size);
-        Heap { collector: Collector::new(&m.gc, cores as f64, state, now, m.window), wake_queued: None, state, step_churn: 0, step_extra: 0, step_executed: 0 }
+        let mut collector = Collector::new(&m.gc, cores as f64, state, now, m.window);
+        collector.set_coordinated(m.coordinated);
+        Heap { collector, wake_queued: None, state, step_churn: 0, step_extra: 0, step_executed: 0 }
     }
 
     /// A request executed in the current step; a write of `bytes` replaces
@@ -165,6 +177,12 @@ impl Heap {
 
     pub fn poll(&mut self, out: &mut Vec<Event>) {
         self.collector.poll(out)
+    }
+
+    /// The protocol granted the due collection: run it now. Returns
+    /// whether there was one to run.
+    pub fn collect_now(&mut self, now: Time) -> bool {
+        self.collector.collect_now(now)
     }
 
     /// The step of an input that allocated `input_bytes` is done: returns

@@ -19,19 +19,20 @@ pub struct Node {
     pub cpu: Cpu,
     pub disk: Disk,
     pub heap: Option<Heap>,
-    /// Per timer kind (Election, Heartbeat): the deadline the core last set
+    /// Per timer kind (Election, Heartbeat, Gc): the deadline the core last set
     /// and the time of the one queue entry that stands for it. A timer the
     /// core re-arms on every message would otherwise leave thousands of
     /// stale entries in the queue; the core ignores early firings anyway
     /// (`Output::SetTimer` replaces the previous deadline).
-    pub timer_deadline: [Time; 2],
-    pub timer_queued: [Option<Time>; 2],
+    pub timer_deadline: [Time; 3],
+    pub timer_queued: [Option<Time>; 3],
 }
 
 pub fn timer_index(t: Timer) -> usize {
     match t {
         Timer::Election => 0,
         Timer::Heartbeat => 1,
+        Timer::Gc => 2,
     }
 }
 
@@ -47,8 +48,8 @@ impl Node {
             cpu,
             disk: Disk::default(),
             heap: None,
-            timer_deadline: [0; 2],
-            timer_queued: [None; 2],
+            timer_deadline: [0; 3],
+            timer_queued: [None; 3],
         }
     }
 
@@ -61,8 +62,8 @@ impl Node {
     pub fn crash(&mut self) {
         self.replica = None;
         self.inc += 1;
-        self.timer_deadline = [0; 2];
-        self.timer_queued = [None; 2];
+        self.timer_deadline = [0; 3];
+        self.timer_queued = [None; 3];
         self.paused = false;
         self.cpu.crash();
         self.disk.crash();

@@ -187,7 +187,7 @@ impl Scenario {
         }
     }
 
-    pub fn names() -> [&'static str; 12] {
+    pub fn names() -> [&'static str; 14] {
         [
             "calm",
             "gc-frequent-short",
@@ -196,6 +196,8 @@ impl Scenario {
             "gc-correlated",
             "gc-go",
             "gc-g1",
+            "gc-go-blade",
+            "gc-g1-blade",
             "partitions",
             "crashes",
             "lossy",
@@ -221,6 +223,17 @@ impl Scenario {
             "gc-g1" => {
                 s.workload.value_size = 500;
                 s.memory = MemoryModel::g1(16 << 20, 1.5);
+            }
+            // The same with GC coordination (Blade): grants, hand-offs.
+            "gc-go-blade" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::go(16 << 20, 1.5);
+                s.memory.coordinated = true;
+            }
+            "gc-g1-blade" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::g1(16 << 20, 1.5);
+                s.memory.coordinated = true;
             }
             "partitions" => s.partition_rate = 0.8,
             "crashes" => s.crash_rate = 0.6,
@@ -293,7 +306,13 @@ impl Scenario {
             s.cores = g.range(1, 4) as u32;
             let go = g.chance(0.5);
             s.memory = if go { MemoryModel::go(dataset, ratio) } else { MemoryModel::g1(dataset, ratio) };
-            s.name += &format!("+{}@{ratio}x{}c", if go { "go" } else { "g1" }, s.cores);
+            s.memory.coordinated = g.chance(0.5);
+            s.name += &format!(
+                "+{}@{ratio}x{}c{}",
+                if go { "go" } else { "g1" },
+                s.cores,
+                if s.memory.coordinated { "+blade" } else { "" }
+            );
         }
         s
     }

@@ -28,6 +28,9 @@ pub struct Setup {
     pub warmup: f64,
     /// Workload A (50 % reads) or B (95 %).
     pub read_fraction: f64,
+    /// GC coordination (Blade) on.
+    #[serde(default)]
+    pub coordinated: bool,
 }
 
 impl Setup {
@@ -61,6 +64,10 @@ impl Setup {
             "g1" => MemoryModel::g1(self.dataset, self.ratio),
             _ => return None,
         };
+        s.memory.coordinated = self.coordinated;
+        if self.coordinated {
+            s.name += "+blade";
+        }
         Some(s)
     }
 }

@@ -18,7 +18,7 @@ use crate::network::{Network, Sent};
 use crate::node::{timer_index, Node};
 use crate::queue::Queue;
 use crate::rng::Rng;
-use crate::scenario::{Fault, Scenario, MS};
+use crate::scenario::{Fault, Scenario, MS, SEC};
 use crate::trace_hash::TraceHash;
 
 #[derive(Debug)]
@@ -38,6 +38,8 @@ pub(crate) enum Ev {
     ClientTimeout { c: usize, at: Time },
     /// A collector's concurrent work may have changed its state.
     GcWake { r: ReplicaId, inc: u64, at: Time },
+    /// A collection the protocol granted is over.
+    GcFinished { r: ReplicaId, inc: u64 },
 }
 
 pub struct RunOutput {
@@ -230,6 +232,11 @@ impl World {
                 self.collect(r);
                 self.kick(r);
             }
+            Ev::GcFinished { r, inc } => {
+                if self.nodes[r as usize].inc == inc {
+                    self.enqueue(r, Input::GcDone);
+                }
+            }
         }
     }
 
@@ -358,8 +365,18 @@ impl World {
             h.poll(&mut evs);
         }
         for e in evs.drain(..) {
-            let stutter_gc::Event::Pause { duration, .. } = e;
-            self.stop(r, duration, true);
+            match e {
+                stutter_gc::Event::Pause { duration, .. } => {
+                    self.stop(r, duration, true);
+                }
+                // Coordination: the protocol decides when (the input runs
+                // after what is queued; `kick`'s loop or the caller starts it).
+                stutter_gc::Event::Due { headroom } => {
+                    if self.nodes[r as usize].replica.is_some() {
+                        self.nodes[r as usize].cpu.inbox.push_back(Input::GcDue { headroom });
+                    }
+                }
+            }
         }
         self.gc_events = evs;
         let node = &mut self.nodes[r as usize];
@@ -435,9 +452,24 @@ impl World {
                         self.at(self.now + d, Ev::ClientReply { c, seq, reply });
                     }
                 }
+                Output::Collect { .. } => self.collect_granted(r),
                 Output::Trace(ev) => self.trace(ev),
             }
         }
+    }
+
+    /// The protocol says collect: the collector runs what is due (its
+    /// pause stops the replica), and `GcDone` follows the pause; if
+    /// nothing is due any more (the runtime collected on its own), at once.
+    fn collect_granted(&mut self, r: ReplicaId) {
+        let now = self.now;
+        let collected = self.nodes[r as usize].heap.as_mut().is_some_and(|h| h.collect_now(now));
+        if collected {
+            self.collect(r);
+        }
+        let node = &mut self.nodes[r as usize];
+        let (inc, end) = (node.inc, if node.paused { node.pause_until } else { now });
+        self.at(end, Ev::GcFinished { r, inc });
     }
 
     fn trace(&mut self, ev: TraceEvent) {
@@ -559,6 +591,11 @@ pub fn core_config(s: &Scenario) -> Config {
         trim_grace: 500 * MS,
         catchup_max: 64,
         trace: true,
+        check_invariants: true,
+        gc_coordination: s.memory.coordinated,
+        gc_grant_timeout: SEC,
+        gc_wait_max: 200 * MS,
+        gc_transfer_wait: 2 * 20 * MS,
         injected_bug: s.bug,
     }
 }

@@ -87,3 +87,41 @@ fn the_same_seed_gives_the_same_collections() {
     let pauses = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.pauses.clone()).collect::<Vec<_>>();
     assert_eq!(pauses(&a), pauses(&b));
 }
+
+/// Collects a run's ndjson trace in memory.
+#[derive(Clone, Default)]
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn coordinated_collections_hand_off_leadership_pass_every_checker_and_cut_the_g1_tail() {
+    let run = |name: &str, seed: u64| {
+        let mut s = Scenario::named(name).expect(name);
+        s.duration = 5 * SEC;
+        let sink = Sink::default();
+        let out = stutter_sim::run_traced(s, seed, Box::new(sink.clone()));
+        let text = String::from_utf8(sink.0.lock().expect("lock").clone()).unwrap_or_default();
+        (out, text)
+    };
+    let (plain, _) = run("gc-g1", 2);
+    let (blade, trace) = run("gc-g1-blade", 2);
+    assert!(plain.violations.is_empty() && blade.violations.is_empty(), "{:?} {:?}", plain.violations, blade.violations);
+    let count = |a: &str| trace.lines().filter(|l| l.contains(&format!("\"action\":\"{a}\""))).count();
+    assert!(count("TransferLeadership") > 0, "the leader handed off before collecting");
+    assert!(count("GrantGc") > 0 && count("Collect") > 0);
+    let p999 = |o: &stutter_sim::world::RunOutput| {
+        let mut l = o.latencies.clone();
+        l.sort_unstable();
+        stutter_sim::percentile(&l, 0.999)
+    };
+    assert!(p999(&blade) < p999(&plain), "p99.9 {} with coordination vs {} without", p999(&blade), p999(&plain));
+}

@@ -62,11 +62,11 @@ impl Default for G1Params {
     fn default() -> Self {
         G1Params {
             heap_size: 1 << 30,
-            young_min: 0.05,
-            young_max: 0.60,
+            young_min: crate::calibration::G1_YOUNG_MIN,
+            young_max: crate::calibration::G1_YOUNG_MAX,
             reserve: 0.10,
-            ihop: 0.45,
-            in_flight: 0.01,
+            ihop: crate::calibration::G1_IHOP,
+            in_flight: crate::calibration::G1_IN_FLIGHT,
             young_fixed_us: crate::calibration::G1_YOUNG_FIXED_US,
             copy_us_per_mib: crate::calibration::G1_COPY_US_PER_MIB,
             mark_us_per_mib: crate::calibration::G1_MARK_US_PER_MIB,
@@ -101,6 +101,9 @@ pub(crate) struct G1Heap {
     old: Old,
     pub(crate) pending: Vec<Event>,
     last: Time,
+    /// Coordinated mode, and whether a full collection is due.
+    pub(crate) coordinated: bool,
+    due: bool,
 }
 
 impl G1Heap {
@@ -117,6 +120,8 @@ impl G1Heap {
             old: Old::Idle,
             pending: Vec::new(),
             last: now,
+            coordinated: false,
+            due: false,
         };
         h.size_young();
         h
@@ -249,7 +254,16 @@ impl G1Heap {
         stats.active_us += pause as f64;
         let at = now + pause;
         if self.young_room() < self.p.young_min * self.heap_size() {
+            self.due = false;
             self.full_collection(at, stats);
+        } else if self.coordinated && matches!(self.old, Old::Idle) && self.old_used >= self.p.ihop * self.heap_size() {
+            // Instead of a concurrent cycle, a full collection when the
+            // service allows, before the old generation forces one.
+            if !self.due {
+                self.due = true;
+                let headroom = self.young_room() - self.p.young_min * self.heap_size();
+                self.pending.push(Event::Due { headroom: headroom.max(0.0) as u64 });
+            }
         } else if matches!(self.old, Old::Idle) && self.old_used >= self.p.ihop * self.heap_size() {
             stats.cycles += 1;
             let remaining = cost(self.old_live(), self.p.mark_us_per_mib);
@@ -258,13 +272,28 @@ impl G1Heap {
         self.size_young();
     }
 
+    /// The coordinated collection: a full one, on every core.
+    pub(crate) fn collect_now(&mut self, now: Time, stats: &mut Stats) -> bool {
+        if !std::mem::take(&mut self.due) {
+            return false;
+        }
+        self.full_collection_as(now, Phase::Coordinated, stats);
+        self.size_young();
+        true
+    }
+
     fn full_collection(&mut self, now: Time, stats: &mut Stats) {
+        self.full_collection_as(now, Phase::Full, stats)
+    }
+
+    fn full_collection_as(&mut self, now: Time, phase: Phase, stats: &mut Stats) {
         stats.cycles += 1;
         let cpu = self.p.full_fixed_us + cost(self.live, self.p.full_us_per_mib);
         let pause = self.parallel(cpu);
-        self.pause(now, pause, Phase::Full, stats);
+        self.pause(now, pause, phase, stats);
         stats.active_us += pause as f64;
         self.old_used = self.live;
+        self.eden = 0.0;
         self.young_retained = 0.0;
         self.old = Old::Idle;
     }
@@ -346,5 +375,19 @@ mod tests {
             c.stats().max_pause()
         };
         assert!(pause(1.0) > pause(4.0) * 3);
+    }
+
+    #[test]
+    fn coordinated_full_collections_replace_the_concurrent_cycle() {
+        let live = 64u64 << 20;
+        let mut c = Collector::new(&GcModel::G1(params(100)), 2.0, live, 0, 100_000);
+        c.set_coordinated(true);
+        let (events, _) = crate::testing::drive_with(&mut c, 100.0 * MIB, 20.0 * MIB, 10, 1.0, true);
+        let s = c.stats();
+        assert!(s.by_phase.contains_key(&Phase::Coordinated), "{:?}", s.by_phase);
+        assert!(!s.by_phase.contains_key(&Phase::Remark), "no concurrent mark: {:?}", s.by_phase);
+        assert!(events.iter().any(|e| matches!(e, Event::Due { .. })));
+        // Young collections stay uncoordinated.
+        assert!(s.by_phase.contains_key(&Phase::Young));
     }
 }

@@ -39,8 +39,10 @@ pub struct GoParams {
     pub trigger_fraction: f64,
     /// Share of the cores taken by dedicated mark workers (Go: 25 %).
     pub background_utilization: f64,
-    /// CPU µs to mark one MiB of live heap (measured).
-    pub mark_us_per_mib: f64,
+    /// CPU µs to mark (and sweep) one MiB of live heap, by live heap size:
+    /// `(MiB live, µs per MiB)` points, interpolated log-log (measured: the
+    /// cost per MiB grows with the heap, as marking misses caches more).
+    pub mark_us_per_mib: Vec<(f64, f64)>,
     /// CPU µs of marking per cycle whatever the heap (roots, stacks).
     pub mark_fixed_us: f64,
     /// Stop-the-world phases, wall µs (measured).
@@ -53,6 +55,9 @@ pub struct GoParams {
     pub limiter_capacity_us: f64,
     /// The heap may overrun the goal by this factor while marking (Go: 1.1).
     pub hard_goal_factor: f64,
+    /// Share of the memory limit the heap goal may use: the rest is the
+    /// runtime's memory that is not objects (measured: 0.83–0.88).
+    pub heap_share_of_limit: f64,
 }
 
 impl Default for GoParams {
@@ -61,15 +66,16 @@ impl Default for GoParams {
             gogc: Some(100),
             memory_limit: None,
             heap_minimum: 4 << 20,
-            trigger_fraction: 0.7,
+            trigger_fraction: crate::calibration::GO_TRIGGER_FRACTION,
             background_utilization: 0.25,
-            mark_us_per_mib: crate::calibration::GO_MARK_US_PER_MIB,
+            mark_us_per_mib: crate::calibration::GO_MARK_US_PER_MIB.to_vec(),
             mark_fixed_us: crate::calibration::GO_MARK_FIXED_US,
             sweep_termination_us: crate::calibration::GO_SWEEP_TERMINATION_US,
             mark_termination_us: crate::calibration::GO_MARK_TERMINATION_US,
             cpu_limit: 0.5,
             limiter_capacity_us: 1_000_000.0,
             hard_goal_factor: 1.1,
+            heap_share_of_limit: crate::calibration::GO_HEAP_SHARE_OF_LIMIT,
         }
     }
 }
@@ -103,6 +109,10 @@ pub(crate) struct GoHeap {
     busy: f64,
     /// The CPU limiter's bucket: collector CPU above `cpu_limit`, µs.
     bucket: f64,
+    /// Coordinated mode (`Collector::set_coordinated`), and whether a
+    /// collection is due and waiting for the service.
+    pub(crate) coordinated: bool,
+    due: bool,
 }
 
 impl GoHeap {
@@ -119,6 +129,8 @@ impl GoHeap {
             last: now,
             busy: 0.0,
             bucket: 0.0,
+            coordinated: false,
+            due: false,
         };
         h.pace(live as f64);
         h
@@ -132,7 +144,7 @@ impl GoHeap {
         };
         let mut goal = marked + growth;
         if let Some(limit) = self.p.memory_limit {
-            goal = goal.min(limit as f64);
+            goal = goal.min(limit as f64 * self.p.heap_share_of_limit);
         }
         self.goal = goal;
         self.trigger = marked + self.p.trigger_fraction * (goal - marked).max(0.0);
@@ -181,7 +193,8 @@ impl GoHeap {
     fn start_cycle(&mut self, now: Time, stats: &mut Stats) {
         stats.cycles += 1;
         self.pause(now, self.p.sweep_termination_us, Phase::SweepTermination, stats);
-        let remaining = self.p.mark_fixed_us + cost(self.live, self.p.mark_us_per_mib);
+        let per_mib = crate::interpolate_log(&self.p.mark_us_per_mib, self.live / crate::MIB);
+        let remaining = self.p.mark_fixed_us + cost(self.live, per_mib);
         self.mark = Some(Mark { remaining, allocated: 0.0, credit: 0.0, started: now });
     }
 
@@ -196,6 +209,23 @@ impl GoHeap {
         if self.heap >= self.trigger {
             self.start_cycle(now, stats);
         }
+    }
+
+    /// The coordinated collection: the whole live heap marked with the
+    /// world stopped on every core; everything else is freed.
+    pub(crate) fn collect_now(&mut self, now: Time, stats: &mut Stats) -> bool {
+        if !std::mem::take(&mut self.due) || self.mark.is_some() {
+            return false;
+        }
+        stats.cycles += 1;
+        let per_mib = crate::interpolate_log(&self.p.mark_us_per_mib, self.live / crate::MIB);
+        let cpu = self.p.mark_fixed_us + cost(self.live, per_mib);
+        let pause = (cpu / self.cores.max(1.0)).ceil() as Time + self.p.sweep_termination_us + self.p.mark_termination_us;
+        self.pause(now, pause, Phase::Coordinated, stats);
+        stats.active_us += pause as f64;
+        self.heap = self.live;
+        self.pace(self.live);
+        true
     }
 
     pub(crate) fn advance(&mut self, now: Time, mutator_busy: f64, stats: &mut Stats) {
@@ -245,7 +275,15 @@ impl GoHeap {
         self.heap += bytes;
         let limited = self.limited();
         let Some(m) = self.mark.as_mut() else {
-            if self.heap >= self.trigger {
+            if self.coordinated && self.heap < self.goal {
+                // Due at the trigger; the runtime collects on its own only
+                // at the goal.
+                if self.heap >= self.trigger && !self.due {
+                    self.due = true;
+                    self.pending.push(Event::Due { headroom: (self.goal - self.heap) as u64 });
+                }
+            } else if self.heap >= self.trigger {
+                self.due = false;
                 self.start_cycle(now, stats);
             }
             return 0;
@@ -258,7 +296,7 @@ impl GoHeap {
         // by the time the heap reaches its hard goal.
         let mut hard = self.goal * self.p.hard_goal_factor;
         if let Some(limit) = self.p.memory_limit {
-            hard = hard.min((limit as f64).max(self.goal));
+            hard = hard.min((limit as f64 * self.p.heap_share_of_limit).max(self.goal));
         }
         let distance = hard - self.heap;
         let owed = if distance <= 0.0 { m.remaining } else { (bytes * m.remaining / distance).min(m.remaining) };
@@ -289,7 +327,9 @@ mod tests {
 
     fn params() -> GoParams {
         GoParams {
-            mark_us_per_mib: 1_000.0,
+            mark_us_per_mib: vec![(64.0, 1_000.0)],
+            heap_share_of_limit: 1.0,
+            trigger_fraction: 0.7,
             mark_fixed_us: 0.0,
             sweep_termination_us: 50,
             mark_termination_us: 100,
@@ -380,5 +420,38 @@ mod tests {
         assert_eq!(c.live(), 12 << 20);
         c.allocate(20, Alloc { bytes: 0, retained: 0, released: 2 << 20 });
         assert_eq!(c.live(), 10 << 20);
+    }
+
+    #[test]
+    fn coordinated_cycles_wait_for_the_service_and_run_stop_the_world_on_every_core() {
+        let live = 64u64 << 20;
+        let mut c = Collector::new(&GcModel::Go(params()), 2.0, live, 0, 100_000);
+        c.set_coordinated(true);
+        let (events, _) = crate::testing::drive_with(&mut c, 100.0 * MIB, 0.0, 5, 1.0, true);
+        let dues = events.iter().filter(|e| matches!(e, Event::Due { .. })).count();
+        let coordinated: Vec<Time> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Pause { duration, phase: Phase::Coordinated } => Some(*duration),
+                _ => None,
+            })
+            .collect();
+        assert!(dues > 2 && coordinated.len() == dues, "{dues} due, {} collected", coordinated.len());
+        assert!(!events.iter().any(|e| matches!(e, Event::Pause { phase: Phase::SweepTermination, .. })), "no concurrent cycle");
+        // 64 MiB at 1 ms/MiB over 2 cores, plus the two short phases.
+        assert!(coordinated.iter().all(|d| (32_000..=32_300).contains(d)), "{coordinated:?}");
+        assert_eq!(c.stats().assist_us, 0.0);
+    }
+
+    #[test]
+    fn a_coordinated_cycle_never_permitted_runs_on_its_own_at_the_goal() {
+        let live = 64u64 << 20;
+        let mut c = Collector::new(&GcModel::Go(params()), 2.0, live, 0, 100_000);
+        c.set_coordinated(true);
+        let events = drive(&mut c, 100.0 * MIB, 3, 1.0);
+        assert!(events.iter().any(|e| matches!(e, Event::Due { .. })));
+        assert!(events.iter().any(|e| matches!(e, Event::Pause { phase: Phase::SweepTermination, .. })), "forced at the goal");
+        // A late permission finds nothing due.
+        assert!(!c.collect_now(3_000_001) || c.stats().cycles > 0);
     }
 }

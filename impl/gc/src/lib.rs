@@ -100,6 +100,9 @@ pub enum Phase {
     Cleanup,
     /// G1: the whole heap compacted with the world stopped.
     Full,
+    /// A collection the replicated service scheduled (GC coordination):
+    /// the whole heap, world stopped, every core collecting.
+    Coordinated,
 }
 
 impl Phase {
@@ -112,6 +115,7 @@ impl Phase {
             Phase::Remark => "remark",
             Phase::Cleanup => "cleanup",
             Phase::Full => "full",
+            Phase::Coordinated => "coordinated",
         }
     }
 }
@@ -121,6 +125,11 @@ impl Phase {
 pub enum Event {
     /// Stop every thread of the process for `duration` µs.
     Pause { duration: Time, phase: Phase },
+    /// Coordinated mode: a long collection is due; ask the replicated
+    /// service for a moment and call [`Collector::collect_now`] in it.
+    /// `headroom`: bytes the mutator may still allocate before the runtime
+    /// collects on its own.
+    Due { headroom: u64 },
 }
 
 /// One process's memory manager.
@@ -189,6 +198,34 @@ impl Collector {
         }
     }
 
+    /// Coordinated mode (Blade): the long collections — a Go-like cycle, a
+    /// G1-like concurrent cycle and full collection — are not started by
+    /// the runtime at its trigger but reported [`Event::Due`], and run when
+    /// the service says ([`Collector::collect_now`]) as one stop-the-world
+    /// collection on every core: with the service routing around the
+    /// collecting replica, a simple high-throughput collector beats a
+    /// concurrent one. If the heap reaches the point where the runtime must
+    /// collect first, it does as usual. Short pauses (G1 young collections)
+    /// are never coordinated.
+    pub fn set_coordinated(&mut self, on: bool) {
+        match &mut self.kind {
+            Kind::None { .. } => {}
+            Kind::Go(h) => h.coordinated = on,
+            Kind::G1(h) => h.coordinated = on,
+        }
+    }
+
+    /// Runs the due collection now (coordinated mode); its pause comes out
+    /// of [`Collector::poll`]. Nothing happens if none is due (the runtime
+    /// collected on its own meanwhile). Returns whether it collected.
+    pub fn collect_now(&mut self, now: Time) -> bool {
+        match &mut self.kind {
+            Kind::None { .. } => false,
+            Kind::Go(h) => h.collect_now(now, &mut self.stats),
+            Kind::G1(h) => h.collect_now(now, &mut self.stats),
+        }
+    }
+
     /// When background work changes the collector's state by itself.
     pub fn next_wakeup(&self) -> Option<Time> {
         match &self.kind {
@@ -237,6 +274,26 @@ impl Collector {
     }
 }
 
+/// `y` at `x` on the curve through `points` (sorted by `x`), linear in
+/// log-log between points and flat beyond the ends.
+pub fn interpolate_log(points: &[(f64, f64)], x: f64) -> f64 {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else { return 0.0 };
+    if x <= first.0 {
+        return first.1;
+    }
+    if x >= last.0 {
+        return last.1;
+    }
+    for w in points.windows(2) {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        if x <= x1 {
+            let t = (x.ln() - x0.ln()) / (x1.ln() - x0.ln());
+            return (y0.ln() + t * (y1.ln() - y0.ln())).exp();
+        }
+    }
+    last.1
+}
+
 /// CPU µs for `bytes` at `us_per_mib`.
 fn cost(bytes: f64, us_per_mib: f64) -> f64 {
     bytes / MIB * us_per_mib
@@ -252,6 +309,12 @@ pub(crate) mod testing {
     /// they would a real program's: the work it gets done shrinks.
     /// Returns the pauses and the share of the time it did its own work.
     pub fn drive(c: &mut Collector, rate: f64, churn: f64, secs: u64, busy: f64) -> (Vec<Event>, f64) {
+        drive_with(c, rate, churn, secs, busy, false)
+    }
+
+    /// As `drive`; with `permit`, a due collection runs at once (a service
+    /// that always finds a moment).
+    pub fn drive_with(c: &mut Collector, rate: f64, churn: f64, secs: u64, busy: f64, permit: bool) -> (Vec<Event>, f64) {
         let mut events = Vec::new();
         let step = 1_000;
         let per_step = (rate / 1_000.0) as u64;
@@ -265,14 +328,35 @@ pub(crate) mod testing {
             now += c.allocate(now, Alloc { bytes: per_step, retained: churn_step, released: churn_step });
             let before = events.len();
             c.poll(&mut events);
+            if permit && events[before..].iter().any(|e| matches!(e, Event::Due { .. })) {
+                c.collect_now(now);
+                c.poll(&mut events);
+            }
             for e in &events[before..] {
-                let Event::Pause { duration, .. } = e;
-                c.advance(now, 0.0);
-                now += duration;
-                c.advance(now, 0.0);
+                if let Event::Pause { duration, .. } = e {
+                    c.advance(now, 0.0);
+                    now += duration;
+                    c.advance(now, 0.0);
+                }
             }
         }
         c.finish(now, busy);
         (events, work as f64 / now as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interpolate_log;
+
+    #[test]
+    fn interpolation_is_log_log_between_points_and_flat_outside() {
+        let pts = [(16.0, 200.0), (64.0, 400.0)];
+        assert_eq!(interpolate_log(&pts, 1.0), 200.0);
+        assert_eq!(interpolate_log(&pts, 1000.0), 400.0);
+        // Halfway in log x between 16 and 64 is 32: halfway in log y.
+        let mid = interpolate_log(&pts, 32.0);
+        assert!((mid - (200.0f64 * 400.0).sqrt()).abs() < 1e-9, "{mid}");
+        assert_eq!(interpolate_log(&[], 5.0), 0.0);
     }
 }

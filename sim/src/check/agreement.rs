@@ -63,14 +63,15 @@ mod tests {
     fn different_values_in_one_slot_and_different_prefixes_are_violations() {
         let mut a = Agreement::default();
         let mut v = Violations::default();
-        a.slot(0, 1, Some(vec![(1, 1)]), &mut v);
-        a.slot(1, 1, Some(vec![(1, 1)]), &mut v);
-        a.executed_prefix(0, 1, 42, &mut v);
-        a.executed_prefix(1, 1, 42, &mut v);
+        let one = Slot(1);
+        a.slot(0, one, Some(vec![(1, 1)]), &mut v);
+        a.slot(1, one, Some(vec![(1, 1)]), &mut v);
+        a.executed_prefix(0, one, 42, &mut v);
+        a.executed_prefix(1, one, 42, &mut v);
         assert!(v.into_vec().is_empty());
         let mut v = Violations::default();
-        a.slot(2, 1, None, &mut v);
-        a.executed_prefix(2, 1, 43, &mut v);
+        a.slot(2, one, None, &mut v);
+        a.executed_prefix(2, one, 43, &mut v);
         let checks: Vec<_> = v.into_vec().into_iter().map(|x| x.check).collect();
         assert_eq!(checks, vec!["slot-agreement", "executed-prefix"]);
     }

@@ -36,7 +36,7 @@ mod tests {
 
     #[test]
     fn a_lower_ballot_is_a_violation_unless_a_crash_lost_it() {
-        let (b1, b2) = (Ballot::from(257u64), Ballot::from(513u64));
+        let (b1, b2) = (Ballot(257), Ballot(513));
         let mut bs = Ballots::new(1);
         let mut v = Violations::default();
         bs.observe(0, b2, &mut v);

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use stutter_core::{ClientId, ReplicaId, Request, Seq, Snapshot};
+use stutter_core::{ClientId, ReplicaId, Request, Seq, Slot, Snapshot};
 
 use super::slots::SlotMap;
 use super::Violations;
@@ -67,7 +67,7 @@ pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaI
     // key ↦ (position, value after it) for every request that changed it.
     let mut versions: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
     let mut pos = 0usize;
-    let mut expected_slot = 1;
+    let mut expected_slot = Slot(1);
     let mut complete_log = true;
     for (slot, (_, ids)) in slots.iter() {
         if slot != expected_slot {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use stutter_core::Slot;
 
 /// Slots below this are kept in the vector.
-const DENSE: Slot = 1 << 20;
+const DENSE: Slot = Slot(1 << 20);
 
 pub struct SlotMap<T> {
     dense: Vec<Option<T>>,
@@ -26,7 +26,7 @@ impl<T> Default for SlotMap<T> {
 impl<T> SlotMap<T> {
     pub fn get(&self, slot: Slot) -> Option<&T> {
         if slot < DENSE {
-            self.dense.get(slot as usize)?.as_ref()
+            self.dense.get(slot.0 as usize)?.as_ref()
         } else {
             self.sparse.get(&slot)
         }
@@ -36,7 +36,7 @@ impl<T> SlotMap<T> {
     /// the value it holds then.
     pub fn get_or_insert(&mut self, slot: Slot, value: T) -> &T {
         if slot < DENSE {
-            let i = slot as usize;
+            let i = slot.0 as usize;
             if self.dense.len() <= i {
                 self.dense.resize_with(i + 1, || None);
             }
@@ -65,7 +65,7 @@ impl<T> SlotMap<T> {
 
     /// The filled slots in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = (Slot, &T)> {
-        let dense = self.dense.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (i as Slot, v)));
+        let dense = self.dense.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (Slot(i as u64), v)));
         dense.chain(self.sparse.iter().map(|(s, v)| (*s, v)))
     }
 }
@@ -77,15 +77,15 @@ mod tests {
     #[test]
     fn first_value_stays_and_iteration_is_in_slot_order() {
         let mut m = SlotMap::default();
-        assert_eq!(*m.get_or_insert(3, "a"), "a");
-        assert_eq!(*m.get_or_insert(3, "b"), "a");
-        m.get_or_insert(1, "c");
+        assert_eq!(*m.get_or_insert(Slot(3), "a"), "a");
+        assert_eq!(*m.get_or_insert(Slot(3), "b"), "a");
+        m.get_or_insert(Slot(1), "c");
         m.get_or_insert(DENSE + 5, "far");
         m.get_or_insert(DENSE + 1, "near-far");
         assert_eq!(m.len(), 4);
-        assert_eq!(m.get(2), None);
+        assert_eq!(m.get(Slot(2)), None);
         assert_eq!(m.get(DENSE + 5), Some(&"far"));
         let all: Vec<_> = m.iter().collect();
-        assert_eq!(all, vec![(1, &"c"), (3, &"a"), (DENSE + 1, &"near-far"), (DENSE + 5, &"far")]);
+        assert_eq!(all, vec![(Slot(1), &"c"), (Slot(3), &"a"), (DENSE + 1, &"near-far"), (DENSE + 5, &"far")]);
     }
 }
