@@ -143,6 +143,11 @@ pub struct Scenario {
     /// Config::trim_bytes (0 = trim by slots only).
     #[serde(default)]
     pub trim_bytes: u64,
+    /// A measured persist latency (µs) instead of the uniform
+    /// `[disk_min, disk_max]`: its quantiles at evenly spaced
+    /// probabilities 0, 1/(n−1), …, 1, interpolated (docs/calibration.md).
+    #[serde(default)]
+    pub disk_quantiles: Vec<Time>,
 }
 
 fn one() -> u32 {
@@ -184,7 +189,21 @@ impl Scenario {
             window: default_window(),
             max_batch: default_batch(),
             trim_bytes: 0,
+            disk_quantiles: Vec::new(),
         }
+    }
+
+    /// A persist's latency: uniform in `[disk_min, disk_max]`, or drawn
+    /// from `disk_quantiles` when given.
+    pub fn disk_latency(&self, rng: &mut Rng) -> Time {
+        let q = &self.disk_quantiles;
+        if q.len() < 2 {
+            return rng.range(self.disk_min, self.disk_max);
+        }
+        let x = rng.f64() * (q.len() - 1) as f64;
+        let i = (x as usize).min(q.len() - 2);
+        let (a, b) = (q[i] as f64, q[i + 1] as f64);
+        (a + (b - a) * (x - i as f64)).round() as Time
     }
 
     pub fn names() -> [&'static str; 12] {

@@ -261,7 +261,8 @@ impl World {
                 return;
             }
             let Some(input) = node.cpu.inbox.pop_front() else { return };
-            let cost = self.s.service.cost(&input);
+            let turn_starts = node.cpu.turn_starts();
+            let pending = self.s.service.begin(&input, value_size, turn_starts);
             let input_bytes = if node.heap.is_some() { self.s.memory.input_bytes(&input, value_size) } else { 0 };
             let busy = node.cpu.busy_cores(speed);
             if let Some(h) = node.heap.as_mut() {
@@ -273,6 +274,7 @@ impl World {
             if let Some(rep) = node.replica.as_mut() {
                 rep.handle(now, input, &mut out);
             }
+            let cost = self.s.service.end(pending, &out, value_size);
             self.outputs(r, &mut out);
             self.out = out;
             let node = &mut self.nodes[r as usize];
@@ -284,6 +286,7 @@ impl World {
                 }
             }
             let has_heap = node.heap.is_some();
+            let cost = node.cpu.whole(cost);
             self.at(now + Cpu::duration(cost, assist, speed), Ev::CpuFree { r, inc });
             if has_heap {
                 self.collect(r);
@@ -364,7 +367,7 @@ impl World {
                     }
                 }
                 Output::Persist { token, records } => {
-                    let lat = self.rng.range(self.s.disk_min, self.s.disk_max);
+                    let lat = self.s.disk_latency(&mut self.rng);
                     let node = &mut self.nodes[r as usize];
                     let done = node.disk.append(self.now, lat, token, records);
                     let inc = node.inc;

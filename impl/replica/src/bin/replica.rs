@@ -1,4 +1,4 @@
-//! `replica --config FILE --id N [--data-dir DIR] [--trace FILE]`
+//! `replica --config FILE --id N [--data-dir DIR] [--trace FILE] [--calibrate FILE]`
 
 use std::path::PathBuf;
 
@@ -8,7 +8,13 @@ use stutter_replica::config::ClusterConfig;
 use stutter_replica::node::{self, NodeOptions};
 
 // Frees of whole trimmed log prefixes and per-request allocations: about 5x
-// faster than glibc's malloc here (docs/performance.md).
+// faster than glibc's malloc here (docs/performance.md). Counted (once
+// switched on) for --calibrate and the [gc] collector model.
+#[cfg(feature = "alloc-count")]
+#[global_allocator]
+static GLOBAL: stutter_replica::alloc_count::Counting<mimalloc::MiMalloc> =
+    stutter_replica::alloc_count::Counting(mimalloc::MiMalloc);
+#[cfg(not(feature = "alloc-count"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -40,6 +46,11 @@ struct Args {
     /// write-ahead log and snapshots have threads of their own either way.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Write one CSV line per protocol-loop turn to FILE: inputs, outputs,
+    /// the loop thread's CPU time, bytes allocated and freed
+    /// (docs/calibration.md). Costs a little CPU per turn.
+    #[arg(long, value_name = "FILE")]
+    calibrate: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -61,5 +72,6 @@ fn main() -> Result<()> {
         trace: args.trace,
         unsafe_no_fsync: args.unsafe_no_fsync,
         unsafe_local_reads: args.unsafe_local_reads,
+        calibrate: args.calibrate,
     }))
 }
