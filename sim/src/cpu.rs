@@ -184,7 +184,7 @@ fn message_bytes(msg: &Message, value_size: u64) -> u64 {
             entries.iter().map(|e| value_bytes(&e.value, value_size)).sum()
         }
         Message::InstallSnapshot { snapshot, .. } => {
-            snapshot.kv.iter().map(|(k, _)| k.len() as u64 + value_size).sum()
+            snapshot.kv.keys().map(|k| k.len() as u64 + value_size).sum()
         }
         _ => 0,
     }

@@ -404,6 +404,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn disk_latency_is_uniform_by_default_and_follows_given_quantiles() {
+        let mut s = Scenario::base("t");
+        let (mut a, mut b) = (Rng::new(3), Rng::new(3));
+        for _ in 0..100 {
+            // The default draws exactly what it always drew.
+            assert_eq!(s.disk_latency(&mut a), b.range(s.disk_min, s.disk_max));
+        }
+        s.disk_quantiles = vec![100, 200, 200, 1_000];
+        let draws: Vec<Time> = (0..3_000).map(|_| s.disk_latency(&mut a)).collect();
+        assert!(draws.iter().all(|d| (100..=1_000).contains(d)));
+        // A third of the draws falls in each segment between quantiles.
+        let low = draws.iter().filter(|d| **d < 200).count() as f64 / 3_000.0;
+        let high = draws.iter().filter(|d| **d > 200).count() as f64 / 3_000.0;
+        assert!((low - 1.0 / 3.0).abs() < 0.05 && (high - 1.0 / 3.0).abs() < 0.05, "{low} {high}");
+    }
+
+    #[test]
     fn every_named_scenario_and_profile_exists() {
         for n in Scenario::names() {
             assert!(Scenario::named(n).is_some(), "{n}");

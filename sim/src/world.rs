@@ -275,6 +275,7 @@ impl World {
                 rep.handle(now, input, &mut out);
             }
             let cost = self.s.service.end(pending, &out, value_size);
+            let step_bytes = if self.nodes[r as usize].heap.is_some() { input_bytes + self.s.memory.output_bytes(&out) } else { 0 };
             self.outputs(r, &mut out);
             self.out = out;
             let node = &mut self.nodes[r as usize];
@@ -282,7 +283,7 @@ impl World {
             if let Some(rep) = node.replica.as_ref() {
                 self.checker.after_step(r, rep);
                 if let Some(h) = node.heap.as_mut() {
-                    assist = h.after_step(now, &self.s.memory, input_bytes, rep, value_size);
+                    assist = h.after_step(now, &self.s.memory, step_bytes, rep, value_size);
                 }
             }
             let has_heap = node.heap.is_some();

@@ -100,13 +100,16 @@ def features(a, idx, cpu):
         # Allocation, in the simulator's table's terms (AllocTable): per
         # client request, per peer message, timer and durability notice,
         # per byte of keys and values an input carries (decoded copies; an
-        # input is decoded before its turn), per request executed.
+        # input is decoded before its turn), per request executed, per
+        # reply and per message sent (encoded frames).
         f = {"request": a["req_get"][idx] + a["req_put"][idx] + a["req_del"][idx] + a["req_cas"][idx],
              "message": sum(a["in_" + k][idx] for k in KINDS),
              "timer": a["timer_heartbeat"][idx] + a["timer_election"][idx],
              "persisted": a["persisted"][idx],
              "payload_kb": (a["req_bytes"][nxt] + a["msg_in_bytes"][nxt]) / 1024,
-             "executed": a["executed_reqs"][idx]}
+             "executed": a["executed_reqs"][idx],
+             "reply": a["replies"][idx],
+             "send": sum(a["send_" + k][idx] for k in KINDS)}
     return f
 
 
@@ -227,7 +230,7 @@ def report(res):
           f"executed {g(c, 'executed'):.2f}")
     print(f"  ALLOC: client_request {g(al, 'request'):.0f} message {g(al, 'message'):.0f} timer {g(al, 'timer'):.0f} "
           f"persisted {g(al, 'persisted'):.0f} per_payload_byte {g(al, 'payload_kb') / 1024:.3f} "
-          f"executed {g(al, 'executed'):.0f}")
+          f"executed {g(al, 'executed'):.0f} reply {g(al, 'reply'):.0f} send {g(al, 'send'):.0f}")
 
 
 if __name__ == "__main__":
