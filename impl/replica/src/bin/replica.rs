@@ -59,6 +59,11 @@ fn main() -> Result<()> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let config = ClusterConfig::load(&args.config)?;
+    // Both measure and stop "the node's thread": with a multi-threaded
+    // runtime the loop moves between threads and the others run on.
+    if args.threads > 1 && (args.calibrate.is_some() || config.gc.model()? != stutter_gc::GcModel::None) {
+        anyhow::bail!("--calibrate and a [gc] model need the single-threaded runtime (--threads 1)");
+    }
     let data_dir = args.data_dir.unwrap_or_else(|| PathBuf::from(format!("data-{}", args.id)));
     let rt = if args.threads <= 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()?

@@ -11,7 +11,7 @@
 //!
 //! Module graph (each uses only those after it; nothing points back):
 //! `mod` (wires them) → `protocol_loop` → {`routes`, `timers`, `status`,
-//! `group_commit`, `peers`} ; `clients` → {`framed_session`,
+//! `calibrate`, `gc`, `group_commit`, `peers`} ; `clients` → {`framed_session`,
 //! `text_session`} ; all of them → `event`. Below the node, and knowing
 //! nothing of it: `peer_auth`, `wire`, `text`, `config`, `wal`.
 
