@@ -209,6 +209,10 @@ struct SetupArgs {
     /// probabilities, comma separated) instead.
     #[arg(long, value_delimiter = ',')]
     disk_quantiles_us: Vec<u64>,
+    /// Open-loop clients, each with one operation outstanding: enough that
+    /// the replicas' CPU, not the clients, bounds the throughput.
+    #[arg(long, default_value_t = 256)]
+    clients: u32,
 }
 
 impl SetupArgs {
@@ -220,6 +224,9 @@ impl SetupArgs {
         };
         if self.disk_quantiles_us.windows(2).any(|w| w[1] < w[0]) {
             bail!("--disk-quantiles-us must not decrease");
+        }
+        if self.clients == 0 {
+            bail!("--clients must be at least 1");
         }
         if !(self.speed > 0.0 && self.speed <= 100.0) {
             bail!("--speed {} must be in (0, 100]", self.speed);
@@ -242,6 +249,7 @@ impl SetupArgs {
             disk_min_us: self.disk_min_us,
             disk_max_us: self.disk_max_us,
             disk_quantiles_us: self.disk_quantiles_us.clone(),
+            clients: self.clients,
         })
     }
 }

@@ -48,6 +48,10 @@ pub struct Setup {
     /// A measured persist latency distribution instead (quantiles at even
     /// probabilities, µs; `Scenario::disk_quantiles`).
     pub disk_quantiles_us: Vec<Time>,
+    /// Open-loop clients, one operation outstanding each. With 64, the
+    /// calibrated no-collector replica topped out at the clients' limit
+    /// (64 / latency), not its CPU's, which hid the collector's CPU tax.
+    pub clients: u32,
 }
 
 impl Setup {
@@ -79,7 +83,7 @@ impl Setup {
         s.trim_every = 1 << 20;
         s.trim_bytes = 16 << 20;
         s.workload = Workload {
-            clients: 64,
+            clients: self.clients as usize,
             rate,
             read_fraction: self.read_fraction,
             cas_fraction: 0.0,

@@ -56,6 +56,11 @@ pub struct G1Params {
     /// Full collection: fixed CPU µs and CPU µs per MiB live (measured).
     pub full_fixed_us: f64,
     pub full_us_per_mib: f64,
+    /// Coordinated mode: the share of the young target eden reaches when
+    /// a young collection is announced as due. The rest of eden is the
+    /// time the service has to grant it before eden fills and the runtime
+    /// collects on its own.
+    pub young_due: f64,
 }
 
 impl Default for G1Params {
@@ -75,6 +80,7 @@ impl Default for G1Params {
             mixed_count: 8,
             full_fixed_us: crate::calibration::G1_FULL_FIXED_US,
             full_us_per_mib: crate::calibration::G1_FULL_US_PER_MIB,
+            young_due: 0.75,
         }
     }
 }
@@ -101,9 +107,11 @@ pub(crate) struct G1Heap {
     old: Old,
     pub(crate) pending: Vec<Event>,
     last: Time,
-    /// Coordinated mode, and whether a full collection is due.
+    /// Coordinated mode, and whether a full or a young collection is due
+    /// (announced, not yet granted).
     pub(crate) coordinated: bool,
     due: bool,
+    young_due: bool,
 }
 
 impl G1Heap {
@@ -122,6 +130,7 @@ impl G1Heap {
             last: now,
             coordinated: false,
             due: false,
+            young_due: false,
         };
         h.size_young();
         h
@@ -226,11 +235,28 @@ impl G1Heap {
         self.eden += a.bytes as f64;
         if self.eden >= self.young_target {
             self.young_collection(now, stats);
+        } else if self.coordinated && !self.due && !self.young_due && self.eden >= self.p.young_due * self.young_target {
+            // A young pause is tens of milliseconds at this heap's copy
+            // cost: worth a round trip to schedule (Blade coordinates any
+            // collection longer than the service's tolerance).
+            self.young_due = true;
+            self.pending.push(Event::Due { headroom: (self.young_target - self.eden) as u64 });
         }
         0
     }
 
+    /// A young (or mixed) collection; `granted`: inside a pause the
+    /// service granted, so a full collection the old generation makes due
+    /// runs at once in the same pause instead of being announced (a Due
+    /// raised while the service still counts this one as collecting would
+    /// not be heard).
     fn young_collection(&mut self, now: Time, stats: &mut Stats) {
+        self.young_collection_as(now, false, stats)
+    }
+
+    fn young_collection_as(&mut self, now: Time, granted: bool, stats: &mut Stats) {
+        // Whether granted or forced by a full eden, the due one is done.
+        self.young_due = false;
         stats.cycles += 1;
         let survivors = self.young_retained + self.p.in_flight * self.eden;
         let mut cpu = self.p.young_fixed_us + cost(survivors, self.p.copy_us_per_mib);
@@ -256,6 +282,9 @@ impl G1Heap {
         if self.young_room() < self.p.young_min * self.heap_size() {
             self.due = false;
             self.full_collection(at, stats);
+        } else if granted && matches!(self.old, Old::Idle) && self.old_used >= self.p.ihop * self.heap_size() {
+            self.due = false;
+            self.full_collection_as(at, Phase::Coordinated, stats);
         } else if self.coordinated && matches!(self.old, Old::Idle) && self.old_used >= self.p.ihop * self.heap_size() {
             // Instead of a concurrent cycle, a full collection when the
             // service allows, before the old generation forces one.
@@ -272,12 +301,34 @@ impl G1Heap {
         self.size_young();
     }
 
-    /// The coordinated collection: a full one, on every core.
+    /// The coordinated collection: a full one on every core when the old
+    /// generation is due (it empties eden too), else the young one.
     pub(crate) fn collect_now(&mut self, now: Time, stats: &mut Stats) -> bool {
-        if !std::mem::take(&mut self.due) {
-            return false;
+        if std::mem::take(&mut self.due) {
+            self.young_due = false;
+            self.full_collection_as(now, Phase::Coordinated, stats);
+            self.size_young();
+            return true;
         }
-        self.full_collection_as(now, Phase::Coordinated, stats);
+        if self.young_due {
+            self.young_collection_as(now, true, stats);
+            return true;
+        }
+        false
+    }
+
+    /// A full collection asked for (`Collector::request_full`).
+    pub(crate) fn request_full(&mut self, now: Time, stats: &mut Stats) -> bool {
+        if self.coordinated {
+            if !self.due {
+                self.due = true;
+                let headroom = self.young_room() - self.p.young_min * self.heap_size();
+                self.pending.push(Event::Due { headroom: headroom.max(0.0) as u64 });
+            }
+            return true;
+        }
+        self.young_due = false;
+        self.full_collection(now, stats);
         self.size_young();
         true
     }
@@ -387,7 +438,48 @@ mod tests {
         assert!(s.by_phase.contains_key(&Phase::Coordinated), "{:?}", s.by_phase);
         assert!(!s.by_phase.contains_key(&Phase::Remark), "no concurrent mark: {:?}", s.by_phase);
         assert!(events.iter().any(|e| matches!(e, Event::Due { .. })));
-        // Young collections stay uncoordinated.
         assert!(s.by_phase.contains_key(&Phase::Young));
+    }
+
+    #[test]
+    fn coordinated_young_collections_are_announced_before_eden_fills_and_run_when_granted() {
+        let live = 64u64 << 20;
+        let mut c = Collector::new(&GcModel::G1(params(1024)), 2.0, live, 0, 100_000);
+        c.set_coordinated(true);
+        // Allocate until the first Due: eden is then at `young_due` of its
+        // target, and no pause has happened yet.
+        let mut events = Vec::new();
+        let mut now = 0;
+        while !events.iter().any(|e| matches!(e, Event::Due { .. })) {
+            now += 1_000;
+            c.advance(now, 0.0);
+            c.allocate(now, Alloc { bytes: 1 << 20, retained: 0, released: 0 });
+            c.poll(&mut events);
+            assert!(now < 100_000_000, "never due");
+        }
+        assert!(!events.iter().any(|e| matches!(e, Event::Pause { .. })), "{events:?}");
+        let Some(Event::Due { headroom }) = events.iter().find(|e| matches!(e, Event::Due { .. })) else { unreachable!() };
+        assert!(*headroom > 0);
+        // Granted: the young collection runs now, once.
+        assert!(c.collect_now(now));
+        events.clear();
+        c.poll(&mut events);
+        assert!(matches!(events.as_slice(), [Event::Pause { phase: Phase::Young, .. }]), "{events:?}");
+        assert!(!c.collect_now(now + 1), "nothing is due after it ran");
+        // Never granted: eden fills and the runtime collects on its own;
+        // a grant arriving after that finds nothing due.
+        let mut forced = false;
+        for _ in 0..10_000 {
+            now += 1_000;
+            c.allocate(now, Alloc { bytes: 1 << 20, retained: 0, released: 0 });
+            events.clear();
+            c.poll(&mut events);
+            if events.iter().any(|e| matches!(e, Event::Pause { .. })) {
+                forced = true;
+                break;
+            }
+        }
+        assert!(forced);
+        assert!(!c.collect_now(now));
     }
 }

@@ -228,6 +228,22 @@ impl GoHeap {
         true
     }
 
+    /// A full collection asked for (`Collector::request_full`).
+    pub(crate) fn request_full(&mut self, now: Time, stats: &mut Stats) -> bool {
+        if self.mark.is_some() {
+            return false;
+        }
+        if self.coordinated {
+            if !self.due {
+                self.due = true;
+                self.pending.push(Event::Due { headroom: (self.goal - self.heap).max(0.0) as u64 });
+            }
+            return true;
+        }
+        self.due = true;
+        self.collect_now(now, stats)
+    }
+
     pub(crate) fn advance(&mut self, now: Time, mutator_busy: f64, stats: &mut Stats) {
         while now > self.last {
             let dt = (now - self.last) as f64;

@@ -226,6 +226,20 @@ impl Collector {
         }
     }
 
+    /// Someone asks for a full collection now (`System.gc()`,
+    /// `runtime.GC()`; the campaigns' `gc` nemesis). Uncoordinated, it runs
+    /// at once, stopping the world on every core; coordinated, it becomes
+    /// due ([`Event::Due`]) and runs when the service grants it. Returns
+    /// whether anything will happen (not with no collector, or while a
+    /// Go-like cycle is already marking).
+    pub fn request_full(&mut self, now: Time) -> bool {
+        match &mut self.kind {
+            Kind::None { .. } => false,
+            Kind::Go(h) => h.request_full(now, &mut self.stats),
+            Kind::G1(h) => h.request_full(now, &mut self.stats),
+        }
+    }
+
     /// When background work changes the collector's state by itself.
     pub fn next_wakeup(&self) -> Option<Time> {
         match &self.kind {
@@ -328,7 +342,12 @@ pub(crate) mod testing {
             now += c.allocate(now, Alloc { bytes: per_step, retained: churn_step, released: churn_step });
             let before = events.len();
             c.poll(&mut events);
-            if permit && events[before..].iter().any(|e| matches!(e, Event::Due { .. })) {
+            // Every Due granted at once, including one a granted
+            // collection announces (a young one that makes the old
+            // generation due).
+            let mut seen = before;
+            while permit && events[seen..].iter().any(|e| matches!(e, Event::Due { .. })) {
+                seen = events.len();
                 c.collect_now(now);
                 c.poll(&mut events);
             }
@@ -358,5 +377,55 @@ mod tests {
         let mid = interpolate_log(&pts, 32.0);
         assert!((mid - (200.0f64 * 400.0).sqrt()).abs() < 1e-9, "{mid}");
         assert_eq!(interpolate_log(&[], 5.0), 0.0);
+    }
+}
+
+#[cfg(test)]
+mod request_tests {
+    use super::*;
+
+    fn models() -> Vec<GcModel> {
+        vec![
+            GcModel::Go(go::GoParams { memory_limit: Some(512 << 20), ..go::GoParams::default() }),
+            GcModel::G1(g1::G1Params { heap_size: 512 << 20, ..g1::G1Params::default() }),
+        ]
+    }
+
+    fn pauses(events: &[Event]) -> usize {
+        events.iter().filter(|e| matches!(e, Event::Pause { phase: Phase::Coordinated | Phase::Full, .. })).count()
+    }
+
+    #[test]
+    fn a_requested_collection_stops_the_world_at_once_when_uncoordinated() {
+        for m in models() {
+            let mut c = Collector::new(&m, 2.0, 64 << 20, 0, 100_000);
+            assert!(c.request_full(1_000), "{}", m.name());
+            let mut ev = Vec::new();
+            c.poll(&mut ev);
+            assert_eq!(pauses(&ev), 1, "{}: {ev:?}", m.name());
+            assert!(!ev.iter().any(|e| matches!(e, Event::Due { .. })));
+        }
+        let mut none = Collector::new(&GcModel::None, 2.0, 64 << 20, 0, 100_000);
+        assert!(!none.request_full(1_000));
+    }
+
+    #[test]
+    fn a_requested_collection_waits_for_the_grant_when_coordinated() {
+        for m in models() {
+            let mut c = Collector::new(&m, 2.0, 64 << 20, 0, 100_000);
+            c.set_coordinated(true);
+            assert!(c.request_full(1_000));
+            // Asked twice before the grant: still one due, one collection.
+            assert!(c.request_full(1_500));
+            let mut ev = Vec::new();
+            c.poll(&mut ev);
+            assert_eq!(ev.iter().filter(|e| matches!(e, Event::Due { .. })).count(), 1, "{}: {ev:?}", m.name());
+            assert_eq!(pauses(&ev), 0);
+            assert!(c.collect_now(2_000));
+            ev.clear();
+            c.poll(&mut ev);
+            assert_eq!(pauses(&ev), 1, "{}: {ev:?}", m.name());
+            assert!(!c.collect_now(3_000), "nothing left due");
+        }
     }
 }
