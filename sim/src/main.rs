@@ -42,6 +42,11 @@ enum BugArg {
     FollowerCommitAnyBallot,
     LocalReads,
     SkipNoopFill,
+    PromiseBeforePersist,
+    WrongBallotReplay,
+    ExecuteDuplicate,
+    StaleSessionsOnInstall,
+    FailedCasWrites,
 }
 
 impl From<BugArg> for Bug {
@@ -54,6 +59,11 @@ impl From<BugArg> for Bug {
             BugArg::FollowerCommitAnyBallot => Bug::FollowerCommitAnyBallot,
             BugArg::LocalReads => Bug::LocalReads,
             BugArg::SkipNoopFill => Bug::SkipNoopFill,
+            BugArg::PromiseBeforePersist => Bug::PromiseBeforePersist,
+            BugArg::WrongBallotReplay => Bug::WrongBallotReplay,
+            BugArg::ExecuteDuplicate => Bug::ExecuteDuplicate,
+            BugArg::StaleSessionsOnInstall => Bug::StaleSessionsOnInstall,
+            BugArg::FailedCasWrites => Bug::FailedCasWrites,
         }
     }
 }
@@ -240,8 +250,9 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
         lat.last().copied().unwrap_or(0) as f64 / 1000.0
     );
     let f = &out.faults;
+    let windows = if f.windows > 0 { format!(" ({} of them aimed at windows)", f.windows) } else { String::new() };
     println!(
-        "  faults    {} pauses ({} ms stopped), {} crashes, {} partitions, {} messages dropped, {} duplicated",
+        "  faults    {} pauses ({} ms stopped), {} crashes, {} partitions, {} messages dropped, {} duplicated{windows}",
         f.pauses, f.pause_ms_total, f.crashes, f.partitions, f.dropped_messages, f.duplicated_messages
     );
     for (r, g) in &out.gc {
