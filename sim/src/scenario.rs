@@ -568,8 +568,24 @@ mod tests {
                 Fault::Crash { .. } => "crash",
                 Fault::Isolate { .. } => "isolate",
                 Fault::CutLink { .. } => "cut",
+                _ => "aimed at a window",
             })
             .collect();
         assert!(kinds.contains("pause") && kinds.contains("crash"), "{kinds:?}");
+        assert!(!kinds.contains("aimed at a window"), "named scenarios draw no window faults");
+    }
+
+    #[test]
+    fn a_share_of_the_swarm_draws_faults_aimed_at_windows_inside_the_fault_window() {
+        let mut windowed = 0;
+        for seed in 0..1_000 {
+            let s = Scenario::from_seed(seed);
+            let armed: Vec<&(Time, Fault)> = s.schedule.iter().filter(|(_, f)| f.is_armed()).collect();
+            assert_eq!(s.name.contains("+windows("), !armed.is_empty(), "seed {seed}: {}", s.name);
+            assert!(armed.iter().all(|(t, _)| *t >= s.fault_start && *t < s.fault_end), "seed {seed}: {armed:?}");
+            windowed += usize::from(!armed.is_empty());
+        }
+        // WINDOW_SHARE of 1,000 seeds, give or take the draw.
+        assert!((240..360).contains(&windowed), "{windowed} of 1,000 seeds");
     }
 }
