@@ -302,7 +302,7 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
     println!("  executed  last slot per replica {:?}", out.final_last_executed);
     println!("  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
     if out.violations.is_empty() {
-        println!("  checks    ok: agreement, prefixes, ballots, linearizability, lost writes, liveness, convergence");
+        println!("  checks    ok: agreement, prefixes, ballots, linearizability, lost writes, sessions, liveness, convergence");
     } else {
         for v in &out.violations {
             println!("  VIOLATION {}: {}", v.check, v.detail);
