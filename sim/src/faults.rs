@@ -14,15 +14,37 @@ pub struct FaultCounts {
     pub partitions: u64,
     pub dropped_messages: u64,
     pub duplicated_messages: u64,
+    /// Faults aimed at a window that fired (`windows.rs`).
+    pub windows: u64,
 }
 
 impl Fault {
-    /// How long the fault lasts.
+    /// How long the fault lasts once it fires.
     pub fn length(&self) -> Time {
         match self {
-            Fault::Pause { duration, .. } | Fault::Isolate { duration, .. } | Fault::CutLink { duration, .. } => *duration,
-            Fault::Crash { down_for, .. } => *down_for,
+            Fault::Pause { duration, .. }
+            | Fault::Isolate { duration, .. }
+            | Fault::CutLink { duration, .. }
+            | Fault::PauseLeader { duration, .. }
+            | Fault::IsolateLeader { duration, .. }
+            | Fault::PauseCandidate { duration }
+            | Fault::CutLeader { duration } => *duration,
+            Fault::Crash { down_for, .. } | Fault::CrashInBallotPersist { down_for } => *down_for,
+            Fault::CrashLeader { after, down_for, .. } => after + down_for,
+            Fault::SlowLeaderLink { extra, duration } => extra + duration,
         }
+    }
+
+    /// Whether the fault is aimed at a window: armed at its time, it fires
+    /// when the window opens (at the latest by the end of the fault window).
+    pub fn is_armed(&self) -> bool {
+        !matches!(self, Fault::Pause { .. } | Fault::Crash { .. } | Fault::Isolate { .. } | Fault::CutLink { .. })
+    }
+
+    /// When the fault is over at the latest, if due at `at`.
+    pub fn healed_by(&self, at: Time, fault_end: Time) -> Time {
+        let fires_by = if self.is_armed() { at.max(fault_end) } else { at };
+        fires_by + self.length()
     }
 }
 
@@ -61,10 +83,11 @@ impl World {
                 self.cut(links, duration);
             }
             Fault::CutLink { a, b, duration } => self.cut(vec![(a, b), (b, a)], duration),
+            armed => self.arm(armed),
         }
     }
 
-    fn cut(&mut self, links: Vec<(ReplicaId, ReplicaId)>, duration: Time) {
+    pub(crate) fn cut(&mut self, links: Vec<(ReplicaId, ReplicaId)>, duration: Time) {
         self.net.cut(&links);
         self.faults.partitions += 1;
         self.at(self.now + duration, Ev::Uncut { links });

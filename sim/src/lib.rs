@@ -3,7 +3,8 @@
 //!
 //! One file per simulated component: `network`, `disk`, `cpu`, `memory`
 //! (a collector model from `stutter_gc` per replica), `node` (a replica
-//! process), `clients`, `faults`; `world` moves events between them.
+//! process), `clients`, `faults` (and `windows`, faults aimed at narrow
+//! windows); `world` moves events between them.
 //! Checkers are in `check/`, one file per property. `parallel` runs many
 //! seeds on several threads, each run single-threaded.
 
@@ -24,6 +25,7 @@ pub mod scenario;
 pub mod study;
 pub mod trace_hash;
 pub mod trace_value;
+pub mod windows;
 pub mod world;
 
 use scenario::Scenario;

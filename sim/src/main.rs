@@ -42,6 +42,11 @@ enum BugArg {
     FollowerCommitAnyBallot,
     LocalReads,
     SkipNoopFill,
+    PromiseBeforePersist,
+    WrongBallotReplay,
+    ExecuteDuplicate,
+    StaleSessionsOnInstall,
+    FailedCasWrites,
 }
 
 impl From<BugArg> for Bug {
@@ -54,6 +59,11 @@ impl From<BugArg> for Bug {
             BugArg::FollowerCommitAnyBallot => Bug::FollowerCommitAnyBallot,
             BugArg::LocalReads => Bug::LocalReads,
             BugArg::SkipNoopFill => Bug::SkipNoopFill,
+            BugArg::PromiseBeforePersist => Bug::PromiseBeforePersist,
+            BugArg::WrongBallotReplay => Bug::WrongBallotReplay,
+            BugArg::ExecuteDuplicate => Bug::ExecuteDuplicate,
+            BugArg::StaleSessionsOnInstall => Bug::StaleSessionsOnInstall,
+            BugArg::FailedCasWrites => Bug::FailedCasWrites,
         }
     }
 }
@@ -278,8 +288,9 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
         lat.last().copied().unwrap_or(0) as f64 / 1000.0
     );
     let f = &out.faults;
+    let windows = if f.windows > 0 { format!(" ({} of them aimed at windows)", f.windows) } else { String::new() };
     println!(
-        "  faults    {} pauses ({} ms stopped), {} crashes, {} partitions, {} messages dropped, {} duplicated",
+        "  faults    {} pauses ({} ms stopped), {} crashes, {} partitions, {} messages dropped, {} duplicated{windows}",
         f.pauses, f.pause_ms_total, f.crashes, f.partitions, f.dropped_messages, f.duplicated_messages
     );
     for (r, g) in &out.gc {
@@ -299,7 +310,7 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
     println!("  executed  last slot per replica {:?}", out.final_last_executed);
     println!("  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
     if out.violations.is_empty() {
-        println!("  checks    ok: agreement, prefixes, ballots, linearizability, lost writes, liveness, convergence");
+        println!("  checks    ok: agreement, prefixes, ballots, linearizability, lost writes, sessions, liveness, convergence");
     } else {
         for v in &out.violations {
             println!("  VIOLATION {}: {}", v.check, v.detail);

@@ -14,6 +14,9 @@ struct Link {
     last_arrival: Time,
     /// Partitions currently cutting this link (they may overlap).
     cuts: u32,
+    /// Delay added to every message while the link is slowed (a fault
+    /// aimed at a window; slowdowns may overlap).
+    extra: Time,
 }
 
 /// What became of one message sent.
@@ -72,7 +75,7 @@ impl Network {
         }
         let delay = self.delay(rng);
         let Some(link) = self.link(from, to) else { return Sent::Dropped };
-        let arrival = (now + delay).max(link.last_arrival);
+        let arrival = (now + delay + link.extra).max(link.last_arrival);
         link.last_arrival = arrival;
         let epoch = link.epoch;
         let duplicate = if rng.chance(self.duplication) {
@@ -110,6 +113,20 @@ impl Network {
             if let Some(l) = self.link(*a, *b) {
                 l.cuts += 1;
             }
+        }
+    }
+
+    /// Messages from `from` to `to` take `extra` longer (still in order).
+    pub fn slow(&mut self, from: ReplicaId, to: ReplicaId, extra: Time) {
+        if let Some(l) = self.link(from, to) {
+            l.extra += extra;
+        }
+    }
+
+    /// Ends a slowdown of [`Network::slow`].
+    pub fn unslow(&mut self, from: ReplicaId, to: ReplicaId, extra: Time) {
+        if let Some(l) = self.link(from, to) {
+            l.extra = l.extra.saturating_sub(extra);
         }
     }
 

@@ -12,6 +12,11 @@ use crate::rng::Rng;
 pub const MS: Time = 1_000;
 pub const SEC: Time = 1_000_000;
 
+/// Share of the swarm's seeds whose scenario adds faults aimed at windows.
+pub const WINDOW_SHARE: f64 = 0.3;
+/// The recipes of faults aimed at windows (`Scenario::window_faults`).
+pub const WINDOW_RECIPES: [&str; 5] = ["deposed", "churn", "churn-pauses", "late-accepts", "election-pauses"];
+
 /// How often replicas stop the world, and for how long.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PauseProfile {
@@ -70,6 +75,41 @@ pub enum Fault {
     Isolate { replica: ReplicaId, one_way: bool, duration: Time },
     /// Cut the link between two replicas only (non-transitive partition).
     CutLink { a: ReplicaId, b: ReplicaId, duration: Time },
+
+    // Faults aimed at a window (as FoundationDB's buggify and TigerBeetle's
+    // swarm aim theirs): armed at their time, each fires when the world
+    // sees its window open (`sim/src/windows.rs`) and is dropped unfired at
+    // the end of the fault window. "The leader" is the replica leading at
+    // the highest ballot when the fault fires; if none leads, the fault
+    // waits for the next one elected.
+    /// Stop the leader (`nth` = 0), or the `nth` replica elected after the
+    /// fault was armed right after its election, for `duration`.
+    PauseLeader { nth: u8, duration: Time },
+    /// Crash the leader (`nth` = 0), or the `nth` replica elected after the
+    /// fault was armed, `after` its election; restart after `down_for`.
+    CrashLeader { nth: u8, after: Time, down_for: Time },
+    /// Stop the next replica to start an election right after that step
+    /// (its prepares wait for its ballot to be durable, so they wait for
+    /// the end of the pause), for `duration`.
+    PauseCandidate { duration: Time },
+    /// Isolate the leader (`nth` = 0), or the `nth` replica elected after
+    /// the fault was armed right after its election, for `duration`: its
+    /// outgoing links only when `one_way` (it still hears the others and
+    /// takes client requests it cannot commit).
+    IsolateLeader { nth: u8, one_way: bool, duration: Time },
+    /// Cut the link between the leader and one of its followers, both
+    /// ways, for `duration`: the other follower elects a new leader while
+    /// the old one still leads on its side of the cut.
+    CutLeader { duration: Time },
+    /// Delay everything the leader sends one follower by `extra` (in
+    /// order) for `duration`: accepts of a leader deposed meanwhile arrive
+    /// late.
+    SlowLeaderLink { extra: Time, duration: Time },
+    /// Crash the next replica to adopt a higher ballot (a follower answering
+    /// a prepare, or hearing from a new leader) inside that persist window:
+    /// after its ballot record went to disk, before it is durable; restart
+    /// after `down_for`.
+    CrashInBallotPersist { down_for: Time },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -333,7 +373,72 @@ impl Scenario {
                 if s.memory.coordinated { "+blade" } else { "" }
             );
         }
+        // Faults aimed at windows in a share of the seeds, from a third
+        // stream: the scenario the other seeds derive stays as it was.
+        let mut w = Rng::new(seed ^ 0x3d0_b1a5);
+        if w.chance(WINDOW_SHARE) {
+            let (faults, kinds) = Scenario::window_faults(&mut w, s.fault_start, s.fault_end);
+            s.schedule.extend(faults);
+            s.name += &format!("+windows({})", kinds.join(","));
+        }
         s
+    }
+
+    /// One to four recipes of faults aimed at windows, each at a time drawn
+    /// in `[start, end − 1 s)`; returns the faults and the recipes' names.
+    pub fn window_faults(r: &mut Rng, start: Time, end: Time) -> (Vec<(Time, Fault)>, Vec<&'static str>) {
+        let mut faults = Vec::new();
+        let mut kinds = Vec::new();
+        for _ in 0..r.range(1, 4) {
+            let t = r.range(start, end.saturating_sub(SEC).max(start));
+            let kind = WINDOW_RECIPES[r.range(0, WINDOW_RECIPES.len() as u64 - 1) as usize];
+            let mut at = |f: Fault| faults.push((t, f));
+            match kind {
+                // A leader cut from one follower; the other follower, asked
+                // by the new candidate, crashes before its promise is
+                // durable and comes back while the old leader still sends.
+                "deposed" => {
+                    at(Fault::CutLeader { duration: r.range(300 * MS, 1_500 * MS) });
+                    at(Fault::CrashInBallotPersist { down_for: r.range(MS, 60 * MS) });
+                }
+                // Three leaders in quick succession, each deposed with
+                // requests of its own only it accepted: the leader's
+                // outgoing links cut; the next cut off right after its
+                // election; the third crashes just after its own and
+                // restarts soon.
+                "churn" => {
+                    at(Fault::IsolateLeader { nth: 0, one_way: true, duration: r.range(250 * MS, 500 * MS) });
+                    at(Fault::PauseLeader { nth: 1, duration: r.range(100 * MS, 400 * MS) });
+                    at(Fault::IsolateLeader { nth: 1, one_way: false, duration: r.range(300 * MS, 700 * MS) });
+                    at(Fault::CrashLeader { nth: 2, after: r.range(5 * MS, 60 * MS), down_for: r.range(5 * MS, 100 * MS) });
+                }
+                // The same with stop-the-world pauses: the leader stops, the
+                // next is stopped right after its election, the third
+                // crashes just after its own and restarts soon.
+                "churn-pauses" => {
+                    at(Fault::PauseLeader { nth: 0, duration: r.range(200 * MS, 800 * MS) });
+                    at(Fault::PauseLeader { nth: 1, duration: r.range(200 * MS, 800 * MS) });
+                    at(Fault::CrashLeader { nth: 2, after: r.range(2 * MS, 40 * MS), down_for: r.range(5 * MS, 150 * MS) });
+                }
+                // The leader's messages to one follower slowed, then the
+                // leader stopped: its last accepts arrive after a new
+                // leader was elected.
+                "late-accepts" => {
+                    at(Fault::SlowLeaderLink { extra: r.range(20 * MS, 300 * MS), duration: r.range(300 * MS, 1_500 * MS) });
+                    at(Fault::PauseLeader { nth: 0, duration: r.range(200 * MS, 1_000 * MS) });
+                }
+                // An election forced by a stopped leader, with the candidate
+                // stopped during its election and the winner right after it.
+                _ => {
+                    at(Fault::PauseLeader { nth: 0, duration: r.range(200 * MS, 600 * MS) });
+                    at(Fault::PauseCandidate { duration: r.range(20 * MS, 400 * MS) });
+                    at(Fault::PauseLeader { nth: 1, duration: r.range(5 * MS, 200 * MS) });
+                }
+            }
+            kinds.push(kind);
+        }
+        faults.sort_by_key(|(t, _)| *t);
+        (faults, kinds)
     }
 
     /// Draws the fault schedule from the rates (pauses per replica, crashes,
@@ -463,8 +568,24 @@ mod tests {
                 Fault::Crash { .. } => "crash",
                 Fault::Isolate { .. } => "isolate",
                 Fault::CutLink { .. } => "cut",
+                _ => "aimed at a window",
             })
             .collect();
         assert!(kinds.contains("pause") && kinds.contains("crash"), "{kinds:?}");
+        assert!(!kinds.contains("aimed at a window"), "named scenarios draw no window faults");
+    }
+
+    #[test]
+    fn a_share_of_the_swarm_draws_faults_aimed_at_windows_inside_the_fault_window() {
+        let mut windowed = 0;
+        for seed in 0..1_000 {
+            let s = Scenario::from_seed(seed);
+            let armed: Vec<&(Time, Fault)> = s.schedule.iter().filter(|(_, f)| f.is_armed()).collect();
+            assert_eq!(s.name.contains("+windows("), !armed.is_empty(), "seed {seed}: {}", s.name);
+            assert!(armed.iter().all(|(t, _)| *t >= s.fault_start && *t < s.fault_end), "seed {seed}: {armed:?}");
+            windowed += usize::from(!armed.is_empty());
+        }
+        // WINDOW_SHARE of 1,000 seeds, give or take the draw.
+        assert!((240..360).contains(&windowed), "{windowed} of 1,000 seeds");
     }
 }

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use stutter_core::{Action, ClientId, Config, Input, Message, Output, Replica, ReplicaId, Reply, Seq, Slot, Time, Timer, TraceEvent};
+use stutter_core::{Action, ClientId, Config, Input, Message, Output, Record, Replica, ReplicaId, Reply, Seq, Slot, Time, Timer, TraceEvent};
 
 use crate::check::{Checker, Violation};
 use crate::clients::{ClientEvent, Clients};
@@ -20,6 +20,7 @@ use crate::queue::Queue;
 use crate::rng::Rng;
 use crate::scenario::{Fault, Scenario, MS, SEC};
 use crate::trace_hash::TraceHash;
+use crate::windows::Armed;
 
 #[derive(Debug)]
 pub(crate) enum Ev {
@@ -31,6 +32,8 @@ pub(crate) enum Ev {
     Restart { r: ReplicaId },
     Fault(Fault),
     Uncut { links: Vec<(ReplicaId, ReplicaId)> },
+    /// A slowdown of one link ends.
+    Unslow { from: ReplicaId, to: ReplicaId, extra: Time },
     ClientTick { c: usize },
     /// History operation `op`'s request reaches replica `r`.
     ClientArrive { r: ReplicaId, op: usize },
@@ -73,6 +76,8 @@ pub struct World {
     out: Vec<Output>,
     client_events: Vec<ClientEvent>,
     gc_events: Vec<stutter_gc::Event>,
+    /// Faults waiting for their window (`windows.rs`).
+    pub(crate) armed: Vec<Armed>,
 }
 
 impl World {
@@ -82,7 +87,7 @@ impl World {
         let nodes: Vec<Node> =
             (0..s.n).map(|id| Node::new(Replica::new(id as ReplicaId, cfg.clone(), rng.fork()), s.cores)).collect();
         let plan = s.plan(&mut rng);
-        let heal = plan.iter().map(|(t, f)| t + f.length()).max().unwrap_or(0);
+        let heal = plan.iter().map(|(t, f)| f.healed_by(*t, s.fault_end)).max().unwrap_or(0);
         let end = s.duration.max(heal) + s.liveness_bound;
         let n = s.n;
         let mut w = World {
@@ -102,6 +107,7 @@ impl World {
             out: Vec::new(),
             client_events: Vec::new(),
             gc_events: Vec::new(),
+            armed: Vec::new(),
         };
         for (t, f) in plan {
             w.at(t, Ev::Fault(f));
@@ -198,6 +204,7 @@ impl World {
             Ev::Restart { r } => self.restart(r),
             Ev::Fault(f) => self.fault(f),
             Ev::Uncut { links } => self.net.heal(&links),
+            Ev::Unslow { from, to, extra } => self.net.unslow(from, to, extra),
             Ev::ClientTick { c } => {
                 let mut evs = std::mem::take(&mut self.client_events);
                 self.clients.tick(c, self.now, &mut self.rng, &mut evs);
@@ -445,10 +452,15 @@ impl World {
                 }
                 Output::Persist { token, records } => {
                     let lat = self.s.disk_latency(&mut self.rng);
+                    let ballot = !self.armed.is_empty() && records.iter().any(|rec| matches!(rec, Record::Ballot(_)));
+                    let pending = if ballot { records.clone() } else { Vec::new() };
                     let node = &mut self.nodes[r as usize];
                     let done = node.disk.append(self.now, lat, token, records);
                     let inc = node.inc;
                     self.at(done, Ev::Disk { r, token, inc });
+                    if ballot {
+                        self.on_persist(r, &pending, done);
+                    }
                 }
                 Output::Reply { client, seq, reply } => {
                     if let Some(c) = self.clients.index(client) {
@@ -480,11 +492,32 @@ impl World {
         if self.s.memory.is_on() {
             self.trace_memory(&ev);
         }
+        if !self.armed.is_empty() {
+            match ev.action {
+                Action::BecomeLeader { .. } => self.on_elected(ev.replica),
+                Action::StartElection { .. } => self.on_election_started(ev.replica),
+                _ => {}
+            }
+        }
         self.hash.add(&ev);
         if let Some(w) = self.trace_out.as_mut() {
             if let Ok(line) = serde_json::to_vec(&ev) {
                 let _ = w.write_all(&line);
                 let _ = w.write_all(b"\n");
+            }
+        }
+        // A replica whose state came from elsewhere than its own execution:
+        // its session table is judged against the log (at the state after
+        // the step, which is consistent with itself).
+        let taken = match &ev.action {
+            Action::InstallSnapshot { .. } => Some("after installing a snapshot"),
+            Action::BecomeLeader { snapshot_from: Some(_), .. } => Some("after installing a promised snapshot"),
+            Action::Recover => Some("after a restart"),
+            _ => None,
+        };
+        if let Some(when) = taken {
+            if let Some(rep) = self.nodes.get(ev.replica as usize).and_then(|n| n.replica.as_ref()) {
+                self.checker.state_taken(ev.replica, when, rep.state_machine());
             }
         }
         // Last, so that the executed value moves into the checker.
@@ -540,6 +573,11 @@ impl World {
     }
 
     fn finish(mut self) -> RunOutput {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(rep) = n.replica.as_ref() {
+                self.checker.state_taken(i as ReplicaId, "at the end of the run", rep.state_machine());
+            }
+        }
         let finals: Vec<(ReplicaId, Slot, u64)> = self
             .nodes
             .iter()

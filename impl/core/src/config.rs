@@ -113,4 +113,25 @@ pub enum Bug {
     /// A new leader replays the merged slots but leaves the gaps between
     /// them empty instead of filling them with no-ops.
     SkipNoopFill,
+    /// A promise leaves at once, before the ballot it promises is durable
+    /// (acceptances still wait: narrower than `ReplyBeforePersist`). Unsafe
+    /// only if the replica crashes inside that persist window and, back at
+    /// its older ballot, accepts for a deposed leader still sending.
+    PromiseBeforePersist,
+    /// A new leader writes the entries it replays to its write-ahead log
+    /// under the ballot they were accepted at, not its own (its memory and
+    /// its `Accept`s carry its own). Unsafe only after a restart: it then
+    /// reports a value chosen at its ballot as accepted at an older one, and
+    /// a later leader may prefer a value of a ballot in between.
+    WrongBallotReplay,
+    /// `Snapshot::execute`'s duplicate check misses a retry: a request
+    /// already executed (the client's last) is executed again.
+    ExecuteDuplicate,
+    /// Installing a leader's snapshot keeps the replica's own, older
+    /// session table instead of the snapshot's.
+    StaleSessionsOnInstall,
+    /// A `Cas` whose expected value does not match answers `ok: false` but
+    /// writes its new value all the same. Every replica executes it alike,
+    /// so only a model written apart from `Snapshot::execute` tells.
+    FailedCasWrites,
 }

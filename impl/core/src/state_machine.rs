@@ -26,6 +26,16 @@ pub struct Snapshot {
     pub digest: u64,
 }
 
+/// Injected bugs of execution (`config::Bug::ExecuteDuplicate`,
+/// `Bug::FailedCasWrites`), switched by the replica's configuration.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ExecBugs {
+    /// A retry of the client's last executed request runs again.
+    pub execute_duplicate: bool,
+    /// A cas that does not match writes its new value anyway.
+    pub failed_cas_writes: bool,
+}
+
 /// What executing one request did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -90,8 +100,14 @@ pub fn digest_step(prev: u64, slot: Slot, value: &Value) -> u64 {
 impl Snapshot {
     /// Executes one request with at-most-once semantics.
     pub fn execute(&mut self, req: &Request) -> Outcome {
+        self.execute_checked(req, ExecBugs::default())
+    }
+
+    /// [`Snapshot::execute`] with the injected bugs of execution switched
+    /// by `bugs` (all off in [`Snapshot::execute`]).
+    pub(crate) fn execute_checked(&mut self, req: &Request, bugs: ExecBugs) -> Outcome {
         if let Some(s) = self.sessions.get(&req.client) {
-            if req.seq == s.seq {
+            if req.seq == s.seq && !bugs.execute_duplicate {
                 return Outcome::Duplicate(s.reply.clone());
             }
             if req.seq < s.seq {
@@ -111,7 +127,7 @@ impl Snapshot {
             Op::Cas { key, from, to } => {
                 let current = self.kv.get(key).cloned();
                 let ok = current == *from;
-                if ok {
+                if ok || bugs.failed_cas_writes {
                     self.kv.insert(key.clone(), to.clone());
                 }
                 Reply::Cas { ok, current }

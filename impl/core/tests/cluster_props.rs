@@ -135,8 +135,24 @@ fn run(seed: u64, steps: Vec<Step>) -> Result<Cluster, TestCaseError> {
     Ok(c)
 }
 
+/// The property test's seed in CI.
+const SEED: u64 = 0x5707_7e12;
+
+/// CI gives the same verdicts for the same commit: the cases are drawn from
+/// a fixed seed, printed (shown with a failure); `PROPTEST_RNG_SEED=N`
+/// explores another set.
+fn rng_seed() -> proptest::test_runner::RngSeed {
+    use proptest::test_runner::RngSeed;
+    let seed = match ProptestConfig::default().rng_seed {
+        RngSeed::Fixed(s) => s,
+        RngSeed::Random => SEED,
+    };
+    println!("proptest cases drawn from seed {seed} (PROPTEST_RNG_SEED)");
+    RngSeed::Fixed(seed)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, max_shrink_iters: 2_000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 300, max_shrink_iters: 2_000, rng_seed: rng_seed(), ..ProptestConfig::default() })]
 
     #[test]
     fn agreement_and_prefixes_under_reordering_loss_duplication_and_crashes(

@@ -1,6 +1,6 @@
-//! Linearizability, white-box: the executed log, replayed on an
-//! independent key-value model with its session table, gives each
-//! request's position and result. Every acknowledged operation must be in
+//! Linearizability, white-box: the executed log, replayed on the
+//! reference key-value model (`model.rs`, written apart from the core) with
+//! its session table, gives each request's position and result. Every acknowledged operation must be in
 //! it with the result it returned (an acknowledged write that never
 //! executed is a lost write); an operation that completed before another
 //! was invoked must come first; reads served outside the log (ReadIndex)
@@ -9,8 +9,10 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use stutter_core::{ClientId, ReplicaId, Request, Seq, Slot, Snapshot};
+use stutter_core::{ClientId, ReplicaId, Request, Seq, Slot};
 
+use super::model::{Effect, Model};
+use super::sessions::Sessions;
 use super::slots::SlotMap;
 use super::Violations;
 use crate::history::{HistOp, Outcome, F};
@@ -19,7 +21,7 @@ use crate::trace_value::Ids;
 /// What replaying the executed log gave.
 pub struct Replayed {
     /// The state after the whole log.
-    pub model: Snapshot,
+    pub model: Model,
     /// Whether the log had no gap.
     pub complete: bool,
 }
@@ -57,12 +59,22 @@ impl Index {
 }
 
 /// Judges the history against the executed log; `requests[i]` is the
-/// request of `history[i]` (same client, seq and key).
-pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaId, Ids)>, v: &mut Violations) -> Replayed {
+/// request of `history[i]` (same client, seq and key). The replicas'
+/// session tables sampled in `sessions` are compared with the model's on
+/// the way.
+pub fn check(
+    history: &[HistOp],
+    requests: &[Request],
+    slots: &SlotMap<(ReplicaId, Ids)>,
+    sessions: &mut Sessions,
+    v: &mut Violations,
+) -> Replayed {
     let index = Index::new(history);
     // Replay the executed log on a model: where each request took
     // effect, and what it returned (by history index).
-    let mut model = Snapshot::default();
+    let mut model = Model::default();
+    sessions.start_replay();
+    sessions.compare_at(Slot::ZERO, &model, v);
     let mut position: Vec<Option<(usize, stutter_core::Reply)>> = vec![None; history.len()];
     // key ↦ (position, value after it) for every request that changed it.
     let mut versions: BTreeMap<u64, Vec<(usize, u64)>> = BTreeMap::new();
@@ -82,7 +94,7 @@ pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaI
             };
             let key = req.op.key();
             let before = model.kv.get(key).cloned();
-            if let stutter_core::Outcome::Applied(reply) = model.execute(req) {
+            if let Effect::Applied(reply) = model.apply(req) {
                 let after = model.kv.get(key);
                 if after != before.as_ref() {
                     versions.entry(op.key).or_default().push((pos, parse(after)));
@@ -91,6 +103,7 @@ pub fn check(history: &[HistOp], requests: &[Request], slots: &SlotMap<(ReplicaI
                 pos += 1;
             }
         }
+        sessions.compare_at(slot, &model, v);
     }
     if !complete_log {
         v.add("observability", format!("executed log has a gap before slot {expected_slot}"));

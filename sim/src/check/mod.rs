@@ -5,10 +5,14 @@
 //! - `linearizability`: the client history against the executed log
 //!   (white-box), including reads served outside the log, and no lost
 //!   acknowledged write;
+//! - `sessions`: every replica's at-most-once table is the one the log
+//!   gives, after each snapshot it installs, each restart, and at the end;
 //! - `liveness`: everything issued completes after the faults heal, and
 //!   the replicas converge to the state the log gives.
 //!
-//! `slots` is their slot-indexed map. Per protocol step the checkers do
+//! The log is replayed on `model`, a reference key-value store with its
+//! own session table, written apart from the core's execution. `slots` is
+//! their slot-indexed map. Per protocol step the checkers do
 //! only what cannot wait (a ballot compare, a digest lookup when a replica
 //! executed something); the history is judged once, at the end.
 
@@ -16,12 +20,14 @@ pub mod agreement;
 pub mod ballots;
 pub mod linearizability;
 pub mod liveness;
+pub mod model;
+pub mod sessions;
 pub mod slots;
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use stutter_core::{Ballot, Replica, ReplicaId, Request, Slot};
+use stutter_core::{Ballot, Replica, ReplicaId, Request, Slot, Snapshot};
 
 use crate::history::HistOp;
 use crate::trace_value::Ids;
@@ -59,12 +65,24 @@ pub type FinalState = (ReplicaId, Slot, BTreeMap<Bytes, Bytes>);
 pub struct Checker {
     agreement: agreement::Agreement,
     ballots: ballots::Ballots,
+    sessions: sessions::Sessions,
     violations: Violations,
 }
 
 impl Checker {
     pub fn new(n: usize) -> Checker {
-        Checker { agreement: agreement::Agreement::default(), ballots: ballots::Ballots::new(n), violations: Violations::default() }
+        Checker {
+            agreement: agreement::Agreement::default(),
+            ballots: ballots::Ballots::new(n),
+            sessions: sessions::Sessions::default(),
+            violations: Violations::default(),
+        }
+    }
+
+    /// Replica `r`'s executed state at a moment named by `when` ("after
+    /// installing a snapshot", ...): its session table is judged at the end.
+    pub fn state_taken(&mut self, r: ReplicaId, when: &'static str, sm: &Snapshot) {
+        self.sessions.sample(r, when, sm);
     }
 
     /// After every protocol step of replica `r`.
@@ -92,7 +110,7 @@ impl Checker {
         states: &[FinalState],
     ) -> Vec<Violation> {
         let slots = self.agreement.into_slots();
-        let log = linearizability::check(history, requests, &slots, &mut self.violations);
+        let log = linearizability::check(history, requests, &slots, &mut self.sessions, &mut self.violations);
         liveness::check(history, finals, states, &log, slots.len(), &mut self.violations);
         self.violations.into_vec()
     }

@@ -12,7 +12,7 @@ use crate::state_machine::Snapshot;
 use crate::trace::Action;
 use crate::types::{Ballot, ClientId, Instance, InstanceState, ReplicaId, Seq, Slot, Time};
 
-use super::{Ignored, Replica, MAX_SLOTS_AHEAD};
+use super::{injected, Ignored, Replica, MAX_SLOTS_AHEAD};
 
 impl Replica {
     /// Sends a follower whose `last_executed` is `le` what it lacks: the
@@ -99,7 +99,11 @@ impl Replica {
     /// records, so that the step is durable as a whole or not at all).
     pub(super) fn install_snapshot(&mut self, snap: Arc<Snapshot>, out: &mut Vec<Output>) -> Record {
         let le = snap.last_executed;
+        let own_sessions = injected!(self.cfg, StaleSessionsOnInstall).then(|| std::mem::take(&mut self.sm.sessions));
         self.sm = (*snap).clone();
+        if let Some(sessions) = own_sessions {
+            self.sm.sessions = sessions;
+        }
         self.log.trim(le);
         let record = Record::Snapshot { trimmed: le, snapshot: snap };
         // Requests waiting here that the snapshot covers can be answered.

@@ -6,7 +6,7 @@
 use crate::io::{Output, Timer};
 use crate::message::Message;
 use crate::quorum::VoteSet;
-use crate::state_machine::digest_step;
+use crate::state_machine::{digest_step, ExecBugs};
 use crate::trace::{value_ids, Action};
 use crate::types::{Ballot, InstanceState, Op, ReplicaId, Request, Slot};
 
@@ -43,9 +43,13 @@ impl Replica {
                 }
                 _ => break,
             };
+            let bugs = ExecBugs {
+                execute_duplicate: injected!(self.cfg, ExecuteDuplicate),
+                failed_cas_writes: injected!(self.cfg, FailedCasWrites),
+            };
             for req in value.requests() {
                 self.executed_bytes += request_bytes(req);
-                let outcome = self.sm.execute(req);
+                let outcome = self.sm.execute_checked(req, bugs);
                 let key = (req.client, req.seq);
                 if let Some(l) = self.role.as_leader_mut() {
                     l.queued.remove(&key);

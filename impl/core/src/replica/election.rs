@@ -96,7 +96,11 @@ impl Replica {
             entries,
             snapshot,
         };
-        self.send_durable(from, msg, out);
+        if injected!(self.cfg, PromiseBeforePersist) {
+            out.push(Output::Send { to: from, msg });
+        } else {
+            self.send_durable(from, msg, out);
+        }
         self.emit(Action::HandlePrepare { from, ballot: b, ok: true }, out);
     }
 
@@ -179,17 +183,18 @@ impl Replica {
         let mut replay = Vec::with_capacity((max_slot - base) as usize);
         let mut summaries = Vec::new();
         for slot in Slot::between(base + 1, max_slot) {
-            let (value, committed) = match merged.remove(&slot) {
-                Some((v, c, _)) => (v, c),
+            let (value, committed, accepted_at) = match merged.remove(&slot) {
+                Some((v, c, b)) => (v, c, b),
                 None if injected!(self.cfg, SkipNoopFill) => continue,
-                None => (Value::Noop, false),
+                None => (Value::Noop, false, ballot),
             };
             let state = if committed { InstanceState::Committed } else { InstanceState::InProgress };
             if self.cfg.trace {
                 summaries.push(SlotSummary { slot, ballot, value: value_ids(&value), committed });
             }
             self.log.put(Instance { slot, ballot, value: value.clone(), state });
-            records.push(Record::Accept { slot, ballot, value: value.clone() });
+            let logged_at = if injected!(self.cfg, WrongBallotReplay) { accepted_at } else { ballot };
+            records.push(Record::Accept { slot, ballot: logged_at, value: value.clone() });
             if !committed {
                 votes.insert(slot, Votes { ids: VoteSet::default(), sent: self.now });
             }
