@@ -226,6 +226,15 @@ impl Collector {
         }
     }
 
+    /// Whether GC coordination is on ([`Collector::set_coordinated`]).
+    pub fn coordinated(&self) -> bool {
+        match &self.kind {
+            Kind::None { .. } => false,
+            Kind::Go(h) => h.coordinated,
+            Kind::G1(h) => h.coordinated,
+        }
+    }
+
     /// Someone asks for a full collection now (`System.gc()`,
     /// `runtime.GC()`; the campaigns' `gc` nemesis). Uncoordinated, it runs
     /// at once, stopping the world on every core; coordinated, it becomes

@@ -524,3 +524,62 @@ fn a_go_like_collector_under_a_tight_limit_collects_and_the_cluster_serves_corre
         assert!(cl.log(i).contains("collector model on"), "replica {i} logs its model");
     }
 }
+
+impl Cluster {
+    /// SIGUSR1: the replica's collector model is asked for a full
+    /// collection (the campaigns' `gc` nemesis).
+    fn ask_gc(&self, id: usize) {
+        let pid = self.procs[id].as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill").args(["-USR1", &pid]).status().expect("kill").success();
+        assert!(ok, "kill -USR1 {pid}");
+    }
+
+    fn gc_status(&self, id: usize) -> stutter_replica::wire::GcStatus {
+        let s = rt().block_on(client::status(&self.clients[id], Duration::from_secs(1))).expect("status");
+        s.gc.unwrap_or_else(|| panic!("replica {id} reports no collector"))
+    }
+}
+
+/// The campaigns' `gc` nemesis on a G1-like model with ample memory and GC
+/// coordination on: a follower asked to collect is granted by the leader
+/// and collects; the leader asked to collect hands leadership to a
+/// follower first, then collects; every acknowledged write is read back.
+#[test]
+fn an_asked_for_collection_goes_through_the_coordination_and_the_leader_hands_off_first() {
+    let cl = Cluster::with(&format!(
+        "[security]\ncluster_secret = \"{SECRET}\"\n[gc]\nmodel = \"g1\"\nmemory_limit_mib = 1024\ndataset_mib = 64\ncoordinated = true\n"
+    ));
+    let rt = rt();
+    let mut c = cl.client();
+    let write = |c: &mut Client, k: &str| {
+        let r = rt.block_on(c.call(put(k, &format!("v-{k}")))).expect("write");
+        assert_eq!(r, Reply::Done);
+    };
+    write(&mut c, "before");
+    let leader = cl.leader(Duration::from_secs(10)).expect("a leader");
+    let follower = (leader + 1) % 3;
+    let pauses = |i| cl.gc_status(i).pauses;
+    let (f0, l0) = (pauses(follower), pauses(leader));
+    cl.ask_gc(follower);
+    let until = Instant::now() + Duration::from_secs(10);
+    while pauses(follower) == f0 {
+        assert!(Instant::now() < until, "the follower never collected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(cl.log(follower).contains("full collection asked for"));
+    assert_eq!(cl.leader(Duration::from_secs(5)), Some(leader), "a follower's collection moves no leadership");
+    write(&mut c, "after-follower");
+    cl.ask_gc(leader);
+    let until = Instant::now() + Duration::from_secs(10);
+    while pauses(leader) == l0 {
+        assert!(Instant::now() < until, "the leader never collected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let now_leader = cl.leader(Duration::from_secs(10)).expect("a leader after the hand-off");
+    assert_ne!(now_leader, leader, "the leader collected without handing off");
+    write(&mut c, "after-leader");
+    for k in ["before", "after-follower", "after-leader"] {
+        let r = rt.block_on(c.call(get(k))).expect("read");
+        assert_eq!(r, Reply::Value(Some(format!("v-{k}").into())), "{k}");
+    }
+}

@@ -177,6 +177,18 @@ impl GcDriver {
         self.pauses()
     }
 
+    /// A full collection asked for from outside (SIGUSR1): uncoordinated,
+    /// the world stops now; coordinated, it becomes due and goes to the
+    /// protocol like any other. Returns the µs stopped now.
+    pub fn request_full(&mut self) -> u64 {
+        let now = self.now();
+        let busy = self.busy(now);
+        self.collector.advance(now, busy);
+        let asked = self.collector.request_full(now);
+        tracing::info!(asked, coordinated = self.collector.coordinated(), "full collection asked for");
+        self.pauses()
+    }
+
     /// Applies the pauses due, back to back, with the world stopped.
     fn pauses(&mut self) -> u64 {
         self.collector.poll(&mut self.events);

@@ -52,6 +52,18 @@ impl ProtocolLoop {
         mut durable: watch::Receiver<Durable>,
         mut shutdown: oneshot::Receiver<()>,
     ) -> Result<()> {
+        // SIGUSR1 asks the collector model for a full collection (the
+        // campaigns' `gc` nemesis): at once, or through the coordination.
+        let mut gc_asked = match self.gc {
+            Some(_) => match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no SIGUSR1 handler: collections cannot be asked for");
+                    None
+                }
+            },
+            None => None,
+        };
         let mut out = Vec::with_capacity(1024);
         self.replica.handle(self.clock.now(), Input::Start, &mut out);
         self.apply(&mut out);
@@ -68,6 +80,12 @@ impl ProtocolLoop {
                 match gc_wakeup {
                     Some(t) => tokio::time::sleep_until(t).await,
                     None => std::future::pending::<()>().await,
+                }
+            };
+            let asked = async {
+                match gc_asked.as_mut() {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
                 }
             };
             let turn;
@@ -106,6 +124,13 @@ impl ProtocolLoop {
                 _ = gc_sleep => {
                     turn = std::time::Instant::now();
                     self.start_turn(TurnKind::Gc);
+                }
+                _ = asked => {
+                    turn = std::time::Instant::now();
+                    self.start_turn(TurnKind::Gc);
+                    if let Some(gc) = self.gc.as_mut() {
+                        gc.request_full();
+                    }
                 }
                 _ = &mut shutdown => {
                     tracing::info!("shutting down on signal");
