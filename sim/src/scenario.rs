@@ -148,6 +148,11 @@ pub struct Scenario {
     /// probabilities 0, 1/(n−1), …, 1, interpolated (docs/calibration.md).
     #[serde(default)]
     pub disk_quantiles: Vec<Time>,
+    /// Config::pre_vote. Off by default, so that the runs (and trace
+    /// hashes) of every seed stay as they were before pre-vote existed;
+    /// `sim run --pre-vote` and the `bridge` test turn it on.
+    #[serde(default)]
+    pub pre_vote: bool,
 }
 
 fn one() -> u32 {
@@ -190,6 +195,7 @@ impl Scenario {
             max_batch: default_batch(),
             trim_bytes: 0,
             disk_quantiles: Vec::new(),
+            pre_vote: false,
         }
     }
 
