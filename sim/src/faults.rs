@@ -1,7 +1,7 @@
 //! Applying the fault schedule: pauses, crashes, partitions. (The schedule
 //! itself is drawn in `scenario.rs`.)
 
-use stutter_core::{ReplicaId, Time};
+use stutter_core::{ReplicaId, Role, Time};
 
 use crate::scenario::{Fault, MS};
 use crate::world::{Ev, World};
@@ -20,7 +20,10 @@ impl Fault {
     /// How long the fault lasts.
     pub fn length(&self) -> Time {
         match self {
-            Fault::Pause { duration, .. } | Fault::Isolate { duration, .. } | Fault::CutLink { duration, .. } => *duration,
+            Fault::Pause { duration, .. }
+            | Fault::Isolate { duration, .. }
+            | Fault::CutLink { duration, .. }
+            | Fault::CutFromLeader { duration } => *duration,
             Fault::Crash { down_for, .. } => *down_for,
         }
     }
@@ -61,6 +64,19 @@ impl World {
                 self.cut(links, duration);
             }
             Fault::CutLink { a, b, duration } => self.cut(vec![(a, b), (b, a)], duration),
+            Fault::CutFromLeader { duration } => {
+                let leader = self
+                    .nodes
+                    .iter()
+                    .filter_map(|n| n.replica.as_ref())
+                    .filter(|r| r.role() == Role::Leader)
+                    .max_by_key(|r| r.ballot())
+                    .map(|r| r.id());
+                let Some(leader) = leader else { return };
+                if let Some(follower) = (0..self.s.n as ReplicaId).find(|r| *r != leader) {
+                    self.cut(vec![(leader, follower), (follower, leader)], duration);
+                }
+            }
         }
     }
 

@@ -70,6 +70,10 @@ pub enum Fault {
     Isolate { replica: ReplicaId, one_way: bool, duration: Time },
     /// Cut the link between two replicas only (non-transitive partition).
     CutLink { a: ReplicaId, b: ReplicaId, duration: Time },
+    /// A bridge partition: cut both directions between the leader of the
+    /// moment and its lowest-numbered follower, which still reaches the
+    /// others (nothing if no replica leads).
+    CutFromLeader { duration: Time },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -212,7 +216,7 @@ impl Scenario {
         (a + (b - a) * (x - i as f64)).round() as Time
     }
 
-    pub fn names() -> [&'static str; 14] {
+    pub fn names() -> [&'static str; 15] {
         [
             "calm",
             "gc-frequent-short",
@@ -228,6 +232,7 @@ impl Scenario {
             "lossy",
             "chaos",
             "ycsb-b",
+            "bridge",
         ]
     }
 
@@ -261,6 +266,13 @@ impl Scenario {
                 s.memory.coordinated = true;
             }
             "partitions" => s.partition_rate = 0.8,
+            // One follower cut from the leader only, for 3 s, then back
+            // (issue 17): with pre-vote off it unseats the leader, with it
+            // on it does not (`sim run --scenario bridge [--pre-vote]`).
+            "bridge" => {
+                s.fault_end = s.fault_start;
+                s.schedule = vec![(2 * SEC, Fault::CutFromLeader { duration: 3 * SEC })];
+            }
             "crashes" => s.crash_rate = 0.6,
             "lossy" => {
                 s.loss = 0.05;
@@ -468,7 +480,7 @@ mod tests {
                 Fault::Pause { .. } => "pause",
                 Fault::Crash { .. } => "crash",
                 Fault::Isolate { .. } => "isolate",
-                Fault::CutLink { .. } => "cut",
+                Fault::CutLink { .. } | Fault::CutFromLeader { .. } => "cut",
             })
             .collect();
         assert!(kinds.contains("pause") && kinds.contains("crash"), "{kinds:?}");

@@ -54,6 +54,9 @@ pub struct RunOutput {
     pub final_last_executed: Vec<Slot>,
     /// Each running replica's collector at the end (empty without a model).
     pub gc: Vec<(ReplicaId, stutter_gc::Stats)>,
+    /// Elections won (`BecomeLeader` steps): the first leader, then one per
+    /// leader change.
+    pub elections: u64,
 }
 
 pub struct World {
@@ -73,6 +76,7 @@ pub struct World {
     out: Vec<Output>,
     client_events: Vec<ClientEvent>,
     gc_events: Vec<stutter_gc::Event>,
+    elections: u64,
 }
 
 impl World {
@@ -102,6 +106,7 @@ impl World {
             out: Vec::new(),
             client_events: Vec::new(),
             gc_events: Vec::new(),
+            elections: 0,
         };
         for (t, f) in plan {
             w.at(t, Ev::Fault(f));
@@ -487,6 +492,9 @@ impl World {
                 let _ = w.write_all(b"\n");
             }
         }
+        if matches!(ev.action, Action::BecomeLeader { .. }) {
+            self.elections += 1;
+        }
         // Last, so that the executed value moves into the checker.
         if let Action::Execute { slot, value } = ev.action {
             self.checker.executed(ev.replica, slot, value);
@@ -577,6 +585,7 @@ impl World {
             end: self.end,
             final_last_executed: finals.iter().map(|f| f.1).collect(),
             gc,
+            elections: self.elections,
         }
     }
 }
