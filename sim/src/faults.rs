@@ -1,7 +1,7 @@
 //! Applying the fault schedule: pauses, crashes, partitions. (The schedule
 //! itself is drawn in `scenario.rs`.)
 
-use stutter_core::{ReplicaId, Time};
+use stutter_core::{ReplicaId, Role, Time};
 
 use crate::scenario::{Fault, MS};
 use crate::world::{Ev, World};
@@ -28,7 +28,8 @@ impl Fault {
             | Fault::PauseLeader { duration, .. }
             | Fault::IsolateLeader { duration, .. }
             | Fault::PauseCandidate { duration }
-            | Fault::CutLeader { duration } => *duration,
+            | Fault::CutLeader { duration }
+            | Fault::CutFromLeader { duration } => *duration,
             Fault::Crash { down_for, .. } | Fault::CrashInBallotPersist { down_for } => *down_for,
             Fault::CrashLeader { after, down_for, .. } => after + down_for,
             Fault::SlowLeaderLink { extra, duration } => extra + duration,
@@ -38,7 +39,10 @@ impl Fault {
     /// Whether the fault is aimed at a window: armed at its time, it fires
     /// when the window opens (at the latest by the end of the fault window).
     pub fn is_armed(&self) -> bool {
-        !matches!(self, Fault::Pause { .. } | Fault::Crash { .. } | Fault::Isolate { .. } | Fault::CutLink { .. })
+        !matches!(
+            self,
+            Fault::Pause { .. } | Fault::Crash { .. } | Fault::Isolate { .. } | Fault::CutLink { .. } | Fault::CutFromLeader { .. }
+        )
     }
 
     /// When the fault is over at the latest, if due at `at`.
@@ -83,6 +87,19 @@ impl World {
                 self.cut(links, duration);
             }
             Fault::CutLink { a, b, duration } => self.cut(vec![(a, b), (b, a)], duration),
+            Fault::CutFromLeader { duration } => {
+                let leader = self
+                    .nodes
+                    .iter()
+                    .filter_map(|n| n.replica.as_ref())
+                    .filter(|r| r.role() == Role::Leader)
+                    .max_by_key(|r| r.ballot())
+                    .map(|r| r.id());
+                let Some(leader) = leader else { return };
+                if let Some(follower) = (0..self.s.n as ReplicaId).find(|r| *r != leader) {
+                    self.cut(vec![(leader, follower), (follower, leader)], duration);
+                }
+            }
             armed => self.arm(armed),
         }
     }

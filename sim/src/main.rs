@@ -100,6 +100,10 @@ enum Cmd {
         /// Write the summary as JSON (with a latency CDF) to this file.
         #[arg(long)]
         summary_json: Option<PathBuf>,
+        /// Turn on pre-vote and leader stickiness (Config::pre_vote; off
+        /// by default in the simulator, docs/protocol.md).
+        #[arg(long)]
+        pre_vote: bool,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -307,6 +311,12 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
             g.allocated >> 20
         );
     }
+    println!(
+        "  leaders   {} elections won ({} leader changes after the first), pre-vote {}",
+        out.elections,
+        out.elections.saturating_sub(1),
+        if s.pre_vote { "on" } else { "off" }
+    );
     println!("  executed  last slot per replica {:?}", out.final_last_executed);
     println!("  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
     if out.violations.is_empty() {
@@ -332,6 +342,8 @@ fn summary_value(seed: u64, s: &Scenario, out: &RunOutput) -> serde_json::Value 
         "info": out.history.iter().filter(|o| o.outcome == Outcome::Pending).count(),
         "latency_cdf_ms": cdf,
         "faults": out.faults,
+        "elections": out.elections,
+        "pre_vote": s.pre_vote,
         "trace_hash": format!("{:016x}", out.trace_hash),
         "violations": out.violations,
     })
@@ -409,8 +421,9 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json } => {
+        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json, pre_vote } => {
             let mut s = scenario(&name, seed)?;
+            s.pre_vote |= pre_vote;
             if let Some(d) = duration {
                 s.duration = (d * 1e6) as u64;
             }

@@ -57,6 +57,9 @@ pub struct RunOutput {
     pub final_last_executed: Vec<Slot>,
     /// Each running replica's collector at the end (empty without a model).
     pub gc: Vec<(ReplicaId, stutter_gc::Stats)>,
+    /// Elections won (`BecomeLeader` steps): the first leader, then one per
+    /// leader change.
+    pub elections: u64,
 }
 
 pub struct World {
@@ -78,6 +81,7 @@ pub struct World {
     gc_events: Vec<stutter_gc::Event>,
     /// Faults waiting for their window (`windows.rs`).
     pub(crate) armed: Vec<Armed>,
+    elections: u64,
 }
 
 impl World {
@@ -108,6 +112,7 @@ impl World {
             client_events: Vec::new(),
             gc_events: Vec::new(),
             armed: Vec::new(),
+            elections: 0,
         };
         for (t, f) in plan {
             w.at(t, Ev::Fault(f));
@@ -520,6 +525,9 @@ impl World {
                 self.checker.state_taken(ev.replica, when, rep.state_machine());
             }
         }
+        if matches!(ev.action, Action::BecomeLeader { .. }) {
+            self.elections += 1;
+        }
         // Last, so that the executed value moves into the checker.
         if let Action::Execute { slot, value } = ev.action {
             self.checker.executed(ev.replica, slot, value);
@@ -615,6 +623,7 @@ impl World {
             end: self.end,
             final_last_executed: finals.iter().map(|f| f.1).collect(),
             gc,
+            elections: self.elections,
         }
     }
 }
@@ -638,6 +647,7 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_grant_timeout: SEC,
         gc_wait_max: 200 * MS,
         gc_transfer_wait: 2 * 20 * MS,
+        pre_vote: s.pre_vote,
         injected_bug: s.bug,
     }
 }

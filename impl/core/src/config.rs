@@ -48,6 +48,14 @@ pub struct Config {
     /// A leader handing off waits at most this long for its in-flight
     /// slots to commit and its chosen follower to catch up.
     pub gc_transfer_wait: Time,
+    /// Pre-vote and leader stickiness (`docs/protocol.md`, "Pre-vote"): a
+    /// replica whose election timer fires first asks whether a majority
+    /// would promise the ballot it would use, without raising its own; a
+    /// replica that heard from a live leader within an election timeout
+    /// says no. Only with a majority of pre-votes does it raise its ballot
+    /// and send `Prepare`. Off: the timer raises the ballot at once. A
+    /// leadership hand-off (`TimeoutNow`) never pre-votes.
+    pub pre_vote: bool,
     /// Run [`crate::Replica::check_invariants`] after every step (always
     /// on in debug builds; the simulator turns it on in release builds).
     pub check_invariants: bool,
@@ -77,6 +85,7 @@ impl Default for Config {
             gc_grant_timeout: 1_000_000,
             gc_wait_max: 500_000,
             gc_transfer_wait: 100_000,
+            pre_vote: true,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]
             injected_bug: None,

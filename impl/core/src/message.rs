@@ -55,6 +55,13 @@ pub enum Message {
     /// The leader of `ballot`, about to collect, tells the follower it
     /// chose to start an election at once (no randomized wait).
     TimeoutNow { ballot: Ballot },
+    /// Pre-vote: would the receiver promise `ballot`, the ballot the sender
+    /// would campaign at, were it a `Prepare`, and has it lost its leader?
+    /// Changes no state at the receiver, not even its ballot.
+    PreVote { ballot: Ballot },
+    /// The answer to `PreVote`. When `ok`, `ballot` is the one asked
+    /// about; when not, the refuser's own ballot.
+    PreVoteReply { ballot: Ballot, ok: bool },
 }
 
 impl Message {
@@ -73,7 +80,9 @@ impl Message {
             | Message::GcRequest { ballot }
             | Message::GcGrant { ballot }
             | Message::GcDone { ballot }
-            | Message::TimeoutNow { ballot } => *ballot,
+            | Message::TimeoutNow { ballot }
+            | Message::PreVote { ballot }
+            | Message::PreVoteReply { ballot, .. } => *ballot,
         }
     }
 
@@ -94,6 +103,8 @@ impl Message {
             Message::GcGrant { .. } => "GcGrant",
             Message::GcDone { .. } => "GcDone",
             Message::TimeoutNow { .. } => "TimeoutNow",
+            Message::PreVote { .. } => "PreVote",
+            Message::PreVoteReply { .. } => "PreVoteReply",
         }
     }
 }

@@ -90,6 +90,18 @@ pub enum Action {
     TransferLeadership { to: ReplicaId, ballot: Ballot },
     /// The leader of `ballot` asked this follower to start an election.
     HandleTimeoutNow { from: ReplicaId, ballot: Ballot },
+    /// Pre-vote (`Config::pre_vote`): the election timer expired; the
+    /// replica asks the others about `ballot`, the ballot it would use,
+    /// without raising (or persisting) its own. It follows no leader now.
+    StartPreVote { ballot: Ballot },
+    /// A pre-vote for `ballot` was answered: `ok` if `ballot` is above the
+    /// replica's own and it has not heard from a live leader within an
+    /// election timeout (a leader never grants one).
+    HandlePreVote { from: ReplicaId, ballot: Ballot, ok: bool },
+    /// A pre-vote for the replica's current round was counted (`ok`), or a
+    /// refusal arrived (followed by `StepDown` if it carried a higher
+    /// ballot).
+    HandlePreVoteReply { from: ReplicaId, ballot: Ballot, ok: bool },
 }
 
 /// The replica's state after the step, compared by the trace spec.

@@ -42,7 +42,12 @@ fn step() -> impl Strategy<Value = Step> {
 /// Runs one schedule, then heals and checks; returns the cluster (and so
 /// its trace) if every check passed.
 fn run(seed: u64, steps: Vec<Step>) -> Result<Cluster, TestCaseError> {
-    let mut c = Cluster::new(test_config(3), seed);
+    run_with(seed, steps, false)
+}
+
+/// `run`, with pre-vote on or off (`Config::pre_vote`).
+fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, TestCaseError> {
+    let mut c = Cluster::new(Config { pre_vote, ..test_config(3) }, seed);
     let mut sent: Vec<(ReplicaId, Request)> = Vec::new();
     for s in steps {
         match s {
@@ -158,8 +163,9 @@ proptest! {
     fn agreement_and_prefixes_under_reordering_loss_duplication_and_crashes(
         seed in 0u64..1_000,
         steps in proptest::collection::vec(step(), 1..400),
+        pre_vote in any::<bool>(),
     ) {
-        run(seed, steps)?;
+        run_with(seed, steps, pre_vote)?;
     }
 }
 

@@ -61,6 +61,9 @@ fn a_changed_output_is_reported_and_printed_messages_read_back() {
         Message::CatchUp { ballot: Ballot(257), entries: vec![entry] },
         Message::ReadProbe { ballot: Ballot(257), id: 6 },
         Message::ReadProbeAck { ballot: Ballot(257), id: 6 },
+        Message::PreVote { ballot: Ballot(513) },
+        Message::PreVoteReply { ballot: Ballot(513), ok: true },
+        Message::PreVoteReply { ballot: Ballot(257), ok: false },
     ];
     for m in messages {
         let text = transcript::syntax::message(&m);

@@ -13,6 +13,7 @@
 //! election_jitter_ms = 300
 //! window = 16
 //! max_batch = 256
+//! pre_vote = true         # pre-vote and leader stickiness (default on)
 //!
 //! [storage]               # optional
 //! sync_interval_us = 1000 # at most one write-ahead-log fsync per interval
@@ -62,6 +63,10 @@ pub struct Protocol {
     pub trim_every: Option<u64>,
     pub trim_mb: Option<u64>,
     pub trim_grace_ms: Option<u64>,
+    /// Pre-vote and leader stickiness (`stutter_core::Config::pre_vote`,
+    /// on by default): a replica cut off from the leader alone cannot
+    /// unseat it when it returns.
+    pub pre_vote: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize, Default)]
@@ -319,6 +324,7 @@ impl ClusterConfig {
             trim_bytes: p.trim_mb.map_or(d.trim_bytes, |mb| mb << 20),
             trim_grace: ms(p.trim_grace_ms, d.trim_grace),
             gc_coordination: self.gc.coordinated.unwrap_or(false),
+            pre_vote: p.pre_vote.unwrap_or(d.pre_vote),
             ..d
         }
     }
@@ -364,6 +370,11 @@ mod tests {
         assert_eq!(c.heartbeat_interval, 20_000);
         assert_eq!(c.window, 4);
         assert_eq!(c.election_timeout, stutter_core::Config::default().election_timeout);
+        assert!(c.pre_vote, "pre-vote is on unless the file turns it off");
+        let off: ClusterConfig =
+            toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\npre_vote = false\n")
+                .unwrap();
+        assert!(!off.core_config().pre_vote);
     }
 
     fn with_security(extra: &str) -> ClusterConfig {

@@ -48,7 +48,7 @@ impl Replica {
                 let heard = f.last_heard;
                 self.arm_election(heard, out)
             }
-            RoleState::Follower(_) | RoleState::Candidate(_) => self.start_election(out),
+            RoleState::Follower(_) | RoleState::Candidate(_) => self.campaign(out),
         }
     }
 

@@ -45,10 +45,13 @@ pub enum Ignored {
     GcNotCollecting,
     /// A follower's `GcDone` for a grant the leader does not hold.
     GcNotGranted,
+    /// A pre-vote grant while not campaigning for it (the round ended: the
+    /// replica heard a leader, raised its ballot, or already won).
+    PreVoteNotCampaigning,
 }
 
 impl Ignored {
-    pub const ALL: [Ignored; 17] = [
+    pub const ALL: [Ignored; 18] = [
         Ignored::UnknownSender,
         Ignored::TimerNotDue,
         Ignored::ElectionTimerAtLeader,
@@ -66,6 +69,7 @@ impl Ignored {
         Ignored::GcAlreadyDue,
         Ignored::GcNotCollecting,
         Ignored::GcNotGranted,
+        Ignored::PreVoteNotCampaigning,
     ];
 
     /// The reason as status pages and transcripts print it.
@@ -88,6 +92,7 @@ impl Ignored {
             Ignored::GcAlreadyDue => "gc-already-due",
             Ignored::GcNotCollecting => "gc-not-collecting",
             Ignored::GcNotGranted => "gc-not-granted",
+            Ignored::PreVoteNotCampaigning => "pre-vote-not-campaigning",
         }
     }
 }

@@ -25,7 +25,12 @@ impl Replica {
         self.check_log()?;
         self.check_gc()?;
         match &self.role {
-            RoleState::Follower(_) => Ok(()),
+            RoleState::Follower(f) => {
+                // The round asks about the ballot it would raise to.
+                let b = f.pre_vote.as_ref().map(|r| r.ballot);
+                ensure!(b.is_none_or(|b| b > self.ballot), "pre-vote round at {b:?}, not above ballot {}", self.ballot);
+                Ok(())
+            }
             RoleState::Candidate(_) => self.check_candidate(),
             RoleState::Leader(_) => self.check_leader(),
         }

@@ -15,6 +15,7 @@
 //! | `reads.rs` | ReadIndex: reads confirmed by a probe round, no log write |
 //! | `durability.rs` | the persist barrier: outputs held until what they depend on is durable |
 //! | `catch_up.rs` | trimming, catch-up and snapshot installation |
+//! | `pre_vote.rs` | pre-vote and leader stickiness: the election timer asks before it raises the ballot |
 //! | `gc.rs` | GC coordination (Blade): grants within a budget, leadership hand-off before a leader collects |
 //! | `ignore.rs` | the named reasons an input is ignored, counted |
 //! | `invariants.rs` | `check_invariants`, run after every step in debug builds |
@@ -33,6 +34,7 @@ mod election;
 mod gc;
 mod ignore;
 mod invariants;
+mod pre_vote;
 mod reads;
 mod replication;
 mod role;

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::io::{Output, Record};
 use crate::quorum::VoteSet;
 use crate::trace::Action;
-use crate::types::{ballot_owner, ClientId, ReplicaId, Reply, Request, Role, Seq, Slot, Time};
+use crate::types::{ballot_owner, Ballot, ClientId, ReplicaId, Reply, Request, Role, Seq, Slot, Time};
 
 use super::election::PromiseData;
 use super::reads::ReadQueue;
@@ -20,6 +20,17 @@ pub(super) struct FollowerState {
     pub leader: Option<ReplicaId>,
     /// When it last heard from a leader or a candidate it promised.
     pub last_heard: Time,
+    /// The pre-vote round it runs, if its election timer fired with
+    /// `Config::pre_vote` on (etcd's pre-candidate): still a follower, its
+    /// ballot unchanged, until a majority grants.
+    pub pre_vote: Option<PreVoteRound>,
+}
+
+/// A pre-vote round: the ballot it asks about (the one the replica would
+/// campaign at) and who granted it, itself included.
+pub(super) struct PreVoteRound {
+    pub ballot: Ballot,
+    pub granted: VoteSet,
 }
 
 pub(super) struct CandidateState {
@@ -70,7 +81,7 @@ pub(super) enum RoleState {
 
 impl RoleState {
     pub fn follower(leader: Option<ReplicaId>, now: Time) -> RoleState {
-        RoleState::Follower(FollowerState { leader, last_heard: now })
+        RoleState::Follower(FollowerState { leader, last_heard: now, pre_vote: None })
     }
 
     pub fn kind(&self) -> Role {
@@ -107,7 +118,7 @@ impl Replica {
     /// The ballot rule's one effect: a higher ballot `b` is adopted
     /// (persisted before anything that depends on it is sent) and its owner
     /// followed. Returns whether `b` was higher.
-    pub(super) fn observe_ballot(&mut self, b: crate::types::Ballot, out: &mut Vec<Output>) -> bool {
+    pub(super) fn observe_ballot(&mut self, b: Ballot, out: &mut Vec<Output>) -> bool {
         if b <= self.ballot {
             return false;
         }
@@ -121,6 +132,8 @@ impl Replica {
         self.emit(Action::StepDown { ballot: b }, out);
         if let Some(f) = self.role.as_follower_mut() {
             f.leader = Some(ballot_owner(b));
+            // A pre-vote round asked about a ballot no longer above ours.
+            f.pre_vote = None;
         }
         true
     }

@@ -15,8 +15,10 @@
 //!   `HeartbeatReply`, `ReadProbeAck`): a rejection carries the rejecter's
 //!   ballot, which is traced and adopted; an acceptance counts only at our
 //!   current ballot and in the role that asked;
-//! - a **probe** (`ReadProbe`), exempt: it changes no state, not even the
-//!   ballot.
+//! - a **probe** (`ReadProbe`, `PreVote`), exempt: it changes no state,
+//!   not even the ballot. A `PreVote`'s refusal is an answer like the
+//!   others (its ballot adopted if higher); its grant counts only in the
+//!   pre-vote round it was asked for (`pre_vote.rs`).
 
 use crate::io::Output;
 use crate::message::Message;
@@ -147,8 +149,16 @@ impl Replica {
                 }
             }
 
+            // Pre-vote: the request is exempt (its ballot is one the sender
+            // has not raised to); a refusal carries the refuser's ballot.
+            Message::PreVoteReply { ballot, ok: false } => {
+                self.on_rejection(ballot, Action::HandlePreVoteReply { from, ballot, ok: false }, out)
+            }
+            Message::PreVoteReply { ballot, ok: true } => self.on_pre_vote_granted(from, ballot, out),
+
             // Exempt from the ballot rule.
             Message::ReadProbe { ballot, id } => self.on_read_probe(from, ballot, id, out),
+            Message::PreVote { ballot } => self.on_pre_vote(from, ballot, out),
         }
     }
 
@@ -170,6 +180,11 @@ impl Replica {
             // peer can hold.
             self.ignore(Ignored::OwnBallotFromPeer);
             return Verdict::Ignored;
+        }
+        if let Some(f) = self.role.as_follower_mut() {
+            // A leader or candidate at our ballot is alive: a pre-vote
+            // round of ours ends (as etcd's pre-candidate steps back).
+            f.pre_vote = None;
         }
         Verdict::Follow
     }

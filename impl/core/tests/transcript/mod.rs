@@ -26,12 +26,13 @@
 //! | `send A->B MESSAGE` | B handles MESSAGE from A now (written as outputs print it) |
 //! | `deliver [A->B\|all] [N]` | delivers the queued messages of a link (or all queued now), oldest first, at most N |
 //! | `drop [A->B\|all]` | loses the queued messages of a link (or all) |
+//! | `cut A->B\|A-B`, `heal` | from now on the link (one way, or both) loses what is sent on it (still printed as an output); `heal` restores every link |
 //! | `dup A->B` | delivers the oldest message of a link and keeps it queued |
 //! | `sync ID\|all [token=N]` | the disk reports the newest persist durable (or token N) |
 //! | `crash ID`, `restart ID` | loses unsynced records and memory; recovers from the synced records |
 //! | `request ID C/S OP` | replica ID receives client C's request number S (`put k v`, `get k`, `del k`, `cas k from\|- to`) |
 //! | `gc-due ID [HEADROOM]`, `gc-done ID` | the driver's collector reports a collection due (bytes of headroom, default 1 MiB), or over |
-//! | `run DT` | fair schedule for DT (sync, deliver, fire timers); prints the collections started and the replies only |
+//! | `run DT [elections]` | fair schedule for DT (sync, deliver, fire timers); prints the collections started and the replies only, and with `elections` the election steps traced (pre-votes, elections, step-downs, hand-offs) |
 //! | `load ID puts=N [client=C] [every=DT]` | N puts of distinct keys to ID, each followed by `run DT` |
 //! | `status [ID…]` | role, ballot, indexes, tokens, queues and ignored inputs |
 //! | `log ID`, `kv ID`, `net` | a replica's log, its key-value state, the queued messages |
@@ -249,6 +250,22 @@ impl Interp {
                     _ => return Err("drop [A->B|all]".to_owned()),
                 }
             }
+            "cut" => {
+                let [l] = args else { return Err("cut A->B|A-B".to_owned()) };
+                let (a, b, both) = match l.split_once('-') {
+                    Some((a, b)) if !b.starts_with('>') => (number(a)?, number(b)?, true),
+                    _ => {
+                        let (a, b) = link(l)?;
+                        (a, b, false)
+                    }
+                };
+                let c = self.cluster()?;
+                c.cut.insert((a, b));
+                if both {
+                    c.cut.insert((b, a));
+                }
+            }
+            "heal" => self.cluster()?.cut.clear(),
             "sync" => self.sync(args)?,
             "gc-due" => {
                 let (id, headroom) = match args {
@@ -281,8 +298,16 @@ impl Interp {
                 self.cluster()?.input(id, Input::Request(req));
             }
             "run" => {
-                let dt = duration(args.first().ok_or("run DT")?)?;
+                let (dt, elections) = match args {
+                    [dt] => (duration(dt)?, false),
+                    [dt, "elections"] => (duration(dt)?, true),
+                    _ => return Err("run DT [elections]".to_owned()),
+                };
+                let from = self.cluster()?.trace.len();
                 out = self.run_quietly(|c| c.run_fair(dt))?;
+                if elections {
+                    out.push_str(&self.election_steps(from)?);
+                }
             }
             "load" => out = self.load(args)?,
             "status" => out = self.status(args)?,
@@ -328,6 +353,7 @@ impl Interp {
                 "gc_grant_timeout" => cfg.gc_grant_timeout = duration(v)?,
                 "gc_wait_max" => cfg.gc_wait_max = duration(v)?,
                 "gc_transfer_wait" => cfg.gc_transfer_wait = duration(v)?,
+                "pre_vote" => cfg.pre_vote = v == "true",
                 other => return Err(format!("unknown config '{other}'")),
             }
         }
@@ -390,6 +416,36 @@ impl Interp {
     }
 
     /// Runs `f` without printing its steps; prints the client replies.
+    /// The election steps traced since trace event `from`, one per line
+    /// with their time: what `run DT elections` prints after the replies.
+    fn election_steps(&mut self, from: usize) -> Result<String, String> {
+        let mut out = String::new();
+        for ev in &self.cluster()?.trace[from..] {
+            let shown = matches!(
+                ev.action,
+                Action::StartPreVote { .. }
+                    | Action::HandlePreVote { .. }
+                    | Action::HandlePreVoteReply { .. }
+                    | Action::StartElection { .. }
+                    | Action::HandlePrepare { .. }
+                    | Action::BecomeLeader { .. }
+                    | Action::StepDown { .. }
+                    | Action::TransferLeadership { .. }
+                    | Action::HandleTimeoutNow { .. }
+            );
+            if shown {
+                let action = match &ev.action {
+                    Action::BecomeLeader { ballot, merged_from, .. } => {
+                        format!("BecomeLeader {{ ballot: {ballot}, merged_from: {merged_from:?} }}")
+                    }
+                    a => format!("{a:?}"),
+                };
+                let _ = writeln!(out, "{} at {}: {action}", ev.replica, ev.time);
+            }
+        }
+        Ok(out)
+    }
+
     fn run_quietly(&mut self, f: impl FnOnce(&mut Cluster)) -> Result<String, String> {
         let c = self.cluster()?;
         let (replies, collections) = (c.replies.len(), c.collections.len());

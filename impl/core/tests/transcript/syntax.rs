@@ -95,6 +95,8 @@ pub fn message(m: &Message) -> String {
         Message::GcGrant { ballot } => format!("GcGrant ballot={ballot}"),
         Message::GcDone { ballot } => format!("GcDone ballot={ballot}"),
         Message::TimeoutNow { ballot } => format!("TimeoutNow ballot={ballot}"),
+        Message::PreVote { ballot } => format!("PreVote ballot={ballot}"),
+        Message::PreVoteReply { ballot, ok } => format!("PreVoteReply ballot={ballot} ok={ok}"),
     }
 }
 
@@ -372,6 +374,8 @@ impl Fields {
             "GcGrant" => Message::GcGrant { ballot },
             "GcDone" => Message::GcDone { ballot },
             "TimeoutNow" => Message::TimeoutNow { ballot },
+            "PreVote" => Message::PreVote { ballot },
+            "PreVoteReply" => Message::PreVoteReply { ballot, ok: ok()? },
             other => return Err(format!("unknown or unwritable message '{other}'")),
         })
     }

@@ -32,7 +32,7 @@ use crate::alloc_count;
 const BLOCK: usize = 4096;
 
 /// Message kinds, in the order of the CSV's columns.
-pub const MESSAGE_KINDS: [&str; 14] = [
+pub const MESSAGE_KINDS: [&str; 16] = [
     "Prepare",
     "Promise",
     "Accept",
@@ -47,6 +47,8 @@ pub const MESSAGE_KINDS: [&str; 14] = [
     "GcGrant",
     "GcDone",
     "TimeoutNow",
+    "PreVote",
+    "PreVoteReply",
 ];
 
 fn kind_index(m: &Message) -> usize {
@@ -65,6 +67,8 @@ fn kind_index(m: &Message) -> usize {
         Message::GcGrant { .. } => 11,
         Message::GcDone { .. } => 12,
         Message::TimeoutNow { .. } => 13,
+        Message::PreVote { .. } => 14,
+        Message::PreVoteReply { .. } => 15,
     }
 }
 
@@ -516,7 +520,7 @@ mod tests {
     #[test]
     fn a_line_has_one_value_per_column() {
         let mut line = Vec::new();
-        let t = Turn { kind: 2, timer_heartbeat: 1, send: [0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0], send_peers: 2, ..Turn::default() };
+        let t = Turn { kind: 2, timer_heartbeat: 1, send: [0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], send_peers: 2, ..Turn::default() };
         t.write_csv(&mut line).unwrap();
         let line = String::from_utf8(line).unwrap();
         assert_eq!(line.trim_end().split(',').count(), header().split(',').count());
