@@ -3,19 +3,19 @@
 //! Every connection starts with the handshake of `peer_auth`; the sender
 //! of a received message is the replica that connection authenticated.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stutter_core::{Message, ReplicaId};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::AbortHandle;
 
 use super::event::{Event, Events};
 use crate::config::resolve;
 use crate::peer_auth::{self, ClusterKey};
+use crate::platform::net::{TcpListener, TcpStream};
 
 /// Messages queued for one peer at most. A full queue means the peer is
 /// gone or far behind: the message is dropped, as the network would drop
@@ -45,13 +45,13 @@ pub struct LinkParams {
 
 /// The outbound side: one queue and one sender task per peer.
 pub struct PeerLinks {
-    queues: HashMap<ReplicaId, mpsc::Sender<Message>>,
+    queues: BTreeMap<ReplicaId, mpsc::Sender<Message>>,
 }
 
 impl PeerLinks {
     /// Starts a sender task for every `(id, peer address)`.
     pub fn start(params: &LinkParams, peers: impl IntoIterator<Item = (ReplicaId, String)>) -> PeerLinks {
-        let mut queues = HashMap::new();
+        let mut queues = BTreeMap::new();
         for (id, addr) in peers {
             let (tx, rx) = mpsc::channel(PEER_QUEUE);
             tokio::spawn(sender(params.clone(), id, addr, rx));
@@ -149,7 +149,7 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
 /// frame into the protocol loop.
 pub async fn listen(listener: TcpListener, events: Events, p: LinkParams) {
     let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
-    let current: Arc<Mutex<HashMap<ReplicaId, AbortHandle>>> = Arc::default();
+    let current: Arc<Mutex<BTreeMap<ReplicaId, AbortHandle>>> = Arc::default();
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
