@@ -134,7 +134,7 @@ fn digests(finals: &Finals, v: &mut Vec<String>) {
         }
     }
     if !finals.converged {
-        v.push(format!("replicas did not converge within 60 s of healing: {:?}", finals.status));
+        v.push(format!("replicas did not converge within 60 s of healing: {:?}", finals.detail));
     }
 }
 

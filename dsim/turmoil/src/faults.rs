@@ -87,7 +87,7 @@ impl Plan {
         events.sort_by_key(|e| e.at);
         let torn_writes = below(rng, 4) != 0;
         let io_error_probability = if below(rng, 4) == 0 { 0.0002 } else { 0.0 };
-        let max_latency_ms = 2 + below(rng, 20);
+        let max_latency_ms = 2 + below(rng, 4);
         Plan { events, torn_writes, io_error_probability, max_latency_ms }
     }
 }

@@ -51,4 +51,7 @@ pub struct Finals {
     pub status: Vec<Option<(u64, u64)>>,
     /// All replicas answered with the same `last_executed` after healing.
     pub converged: bool,
+    /// Each replica's role, leader, ballot and log positions as last seen
+    /// (for the diagnosis of a failed run).
+    pub detail: Vec<String>,
 }

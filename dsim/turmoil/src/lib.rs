@@ -39,7 +39,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { clients: 3, ops: 40, keys: 3, faults: true }
+        Options { clients: 4, ops: 150, keys: 5, faults: true }
     }
 }
 

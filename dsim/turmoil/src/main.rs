@@ -17,7 +17,7 @@ struct Args {
     #[command(subcommand)]
     cmd: Cmd,
     /// Operations per client.
-    #[arg(long, default_value_t = 40, global = true)]
+    #[arg(long, default_value_t = 150, global = true)]
     ops: usize,
     /// No faults (a baseline).
     #[arg(long, global = true)]

@@ -58,7 +58,7 @@ pub fn start(sim: &mut Sim<'_>, cfg: &ClusterConfig, opts: &Options, seed: u64, 
                 let key = rng.next_u64() % opts.keys.max(1);
                 let kind = if rng.next_u64() % 2 == 0 { Kind::Put((c as u64 + 1) * 1_000_000 + i as u64 + 1) } else { Kind::Get };
                 call(&mut client, c, key, kind, &history).await;
-                tokio::time::sleep(Duration::from_millis(rng.next_u64() % 300)).await;
+                tokio::time::sleep(Duration::from_millis(rng.next_u64() % 50)).await;
             }
             Ok(())
         });
@@ -75,13 +75,22 @@ pub fn finish(sim: &mut Sim<'_>, cfg: &ClusterConfig, opts: &Options, history: R
         let give_up = now() + Duration::from_secs(60);
         loop {
             let mut seen = Vec::new();
+            let mut detail = Vec::new();
             for a in &addrs {
-                seen.push(status(a, Duration::from_millis(500)).await.ok().map(|s| (s.last_executed.0, s.digest)));
+                let s = status(a, Duration::from_millis(500)).await.ok();
+                detail.push(match &s {
+                    Some(s) => format!(
+                        "r{} {:?} leader {:?} ballot {} executed {} global {} last {}",
+                        s.id, s.role, s.leader, s.ballot.0, s.last_executed.0, s.global_last_executed.0, s.last_index.0
+                    ),
+                    None => "no answer".to_string(),
+                });
+                seen.push(s.map(|s| (s.last_executed.0, s.digest)));
             }
             let first = seen.first().copied().flatten();
             let converged = first.is_some_and(|(le, _)| seen.iter().all(|s| s.is_some_and(|(l, _)| l == le)));
             let stop = converged || now() > give_up;
-            *finals.borrow_mut() = Finals { status: seen, converged };
+            *finals.borrow_mut() = Finals { status: seen, converged, detail };
             if stop {
                 break;
             }

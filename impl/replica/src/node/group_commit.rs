@@ -15,9 +15,12 @@ use tokio::sync::watch;
 use crate::platform::BACKGROUND_THREADS;
 use crate::wal::Wal;
 
-/// How long a sync takes under simulation (an SSD's fdatasync is of this
-/// order; the disks measured here have longer tails).
-pub const SIM_SYNC_LATENCY: Duration = Duration::from_millis(2);
+/// How long a sync takes under simulation: a slow disk's fdatasync (the
+/// disks measured here reach this in their tails), longer than the
+/// simulated network's round trip, so that an acknowledgement can reach a
+/// client while the write it depends on is not yet durable if the node
+/// gets the order wrong.
+pub const SIM_SYNC_LATENCY: Duration = Duration::from_millis(10);
 
 /// Injected bug `ack-before-sync` (feature `node-bug-ack-before-sync`,
 /// negative control of the deterministic simulation): the durable token is

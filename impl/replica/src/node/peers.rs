@@ -28,6 +28,15 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection attempt that takes longer is given up and retried (a peer
 /// behind a partition never answers).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// A write to a peer that makes no progress for this long ends the
+/// connection, which is then redialled. A peer that vanished without a
+/// reset (power loss, a black-holing network) leaves the socket buffer full
+/// and the write waiting until the kernel gives up (minutes; the simulated
+/// TCP of dsim/turmoil never does), while every message to that peer is
+/// dropped: a follower that cannot reach the leader cannot ask it for the
+/// slots it missed. Generous enough for the largest snapshot frame on a
+/// slow link.
+const WRITE_STALL: Duration = Duration::from_secs(10);
 /// Inbound connections in their handshake at once; more are closed at
 /// once. Authenticated ones are not counted: there is one per peer (a
 /// newer one from the same peer replaces it).
@@ -133,11 +142,11 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                     tracing::error!(peer = to, kind = msg.kind(), error = %e, "message not sent: raise [limits] max_peer_frame_mb");
                     continue;
                 }
-                if w.write_all(&buf).await.is_err() {
+                if !matches!(tokio::time::timeout(WRITE_STALL, w.write_all(&buf)).await, Ok(Ok(()))) {
                     break 'conn;
                 }
             }
-            if w.flush().await.is_err() {
+            if !matches!(tokio::time::timeout(WRITE_STALL, w.flush()).await, Ok(Ok(()))) {
                 break 'conn;
             }
         }
