@@ -7,6 +7,7 @@
 
 use stutter_dsim_turmoil::{run, Options};
 
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
 fn seeds() -> u64 {
     std::env::var("SWARM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(20)
 }
@@ -49,7 +50,8 @@ fn a_swarm_with_every_fault_kind_passes() {
 #[cfg(feature = "node-bug-ack-before-sync")]
 #[test]
 fn teeth_ack_before_sync_is_caught() {
+    // Measured: seeds 0..100 catch it 10 times, the first at seed 10.
     let opts = Options::default();
-    let caught = (0..seeds()).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
-    assert!(caught.is_some(), "ack-before-sync survived {} seeds", seeds());
+    let caught = (0..30).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
+    assert!(caught.is_some(), "ack-before-sync survived 30 seeds");
 }
