@@ -55,3 +55,16 @@ fn teeth_ack_before_sync_is_caught() {
     let caught = (0..30).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
     assert!(caught.is_some(), "ack-before-sync survived 30 seeds");
 }
+
+/// Regression: in these seeds a follower's sender blocked on a crashed
+/// leader's full socket and was never redialled, so the follower stayed
+/// behind (no convergence) until peer writes got a stall timeout
+/// (`WRITE_STALL` in impl/replica/src/node/peers.rs).
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+#[test]
+fn a_sender_stalled_on_a_crashed_peer_is_redialled() {
+    for seed in [15, 71, 99] {
+        let o = run(seed, &Options::default()).unwrap();
+        assert!(o.violations.is_empty(), "seed {seed}: {:?}", o.violations);
+    }
+}
