@@ -22,7 +22,7 @@ pub fn host(i: usize) -> String {
 }
 
 /// A simulation seeded with `seed`, with the plan's disk faults.
-pub fn build<'a>(seed: u64, plan: &Plan) -> Sim<'a> {
+pub fn build<'a>(seed: u64, plan: &Plan, corruption: f64) -> Sim<'a> {
     let mut b = turmoil::Builder::new();
     b.rng_seed(seed)
         // A fixed epoch: the core's clock and the client ids derive from it.
@@ -36,6 +36,7 @@ pub fn build<'a>(seed: u64, plan: &Plan) -> Sim<'a> {
         fs.block_size(512);
     }
     fs.io_error_probability(plan.io_error_probability);
+    fs.corruption_probability(corruption);
     b.build()
 }
 

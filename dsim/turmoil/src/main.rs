@@ -22,6 +22,9 @@ struct Args {
     /// No faults (a baseline).
     #[arg(long, global = true)]
     no_faults: bool,
+    /// Probability of a corrupted read of the simulated disk.
+    #[arg(long, default_value_t = 0.0, global = true)]
+    corruption: f64,
 }
 
 #[derive(Subcommand)]
@@ -45,7 +48,7 @@ enum Cmd {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let opts = Options { ops: args.ops, faults: !args.no_faults, ..Options::default() };
+    let opts = Options { ops: args.ops, faults: !args.no_faults, corruption: args.corruption, ..Options::default() };
     match args.cmd {
         Cmd::Run { seed, log } => {
             if log {
@@ -76,7 +79,11 @@ fn main() -> Result<()> {
             let started = Instant::now();
             let mut failed = Vec::new();
             for seed in from..from + count {
-                match run(seed, &opts) {
+                // A panic (a replica's or the harness's) fails the seed, not
+                // the swarm.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(seed, &opts)))
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked (run the seed alone for the message)")));
+                match r {
                     Ok(o) if o.violations.is_empty() => {}
                     Ok(o) => {
                         println!("seed {seed} FAILED: {}", o.violations.join("; "));
