@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use stutter_core::{ClientId, Op, Reply, Seq};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::config::resolve;
+use crate::platform::net::{OwnedReadHalf, OwnedWriteHalf, TcpStream};
 use crate::wire::{self, ClientRequest, ClientResponse, StatusInfo};
 
 #[derive(Debug)]
@@ -52,7 +51,7 @@ pub struct Client {
 
 /// A client id unlikely to collide with another process's.
 pub fn fresh_client_id() -> ClientId {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let t = crate::platform::since_epoch().as_nanos() as u64;
     (t ^ ((std::process::id() as u64) << 40)) & 0x0000_ffff_ffff_ffff
 }
 

@@ -6,6 +6,7 @@ pub mod client;
 pub mod config;
 pub mod node;
 pub mod peer_auth;
+pub mod platform;
 pub mod text;
 pub mod thread_cpu;
 pub mod wal;

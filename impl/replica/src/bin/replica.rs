@@ -78,5 +78,6 @@ fn main() -> Result<()> {
         unsafe_no_fsync: args.unsafe_no_fsync,
         unsafe_local_reads: args.unsafe_local_reads,
         calibrate: args.calibrate,
+        seed: None,
     }))
 }

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use stutter_core::{ClientId, ReplicaId};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use super::event::Events;
 use super::{framed_session, text_session};
 use crate::config::Caps;
+use crate::platform::net::{TcpListener, TcpStream};
 use crate::wire::{self, ClientResponse};
 
 /// Connections over the cap that are still told why before they are
@@ -38,8 +38,7 @@ pub async fn listen(listener: TcpListener, port: ClientPort) {
     // (client, seq) of an executed request in the replicated session table
     // and get its recorded reply (found by the jepsen campaigns: a put
     // acknowledged without being executed). Start from the clock instead.
-    let first = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_micros() as u64)
-        & 0xffff_ffff_ffff;
+    let first = crate::platform::since_epoch().as_micros() as u64 & 0xffff_ffff_ffff;
     let numbers = AtomicU64::new(first.max(1));
     loop {
         let Ok((stream, addr)) = listener.accept().await else {

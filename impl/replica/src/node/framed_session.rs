@@ -4,11 +4,11 @@
 
 use stutter_core::Request;
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Event, Events};
 use crate::config::Caps;
+use crate::platform::net::{OwnedReadHalf, OwnedWriteHalf};
 use crate::wire::{self, ClientRequest, ClientResponse};
 
 /// Serves the connection until it ends. At most

@@ -1,6 +1,8 @@
 //! Group commit: a dedicated thread takes every persist request queued,
 //! writes them to the write-ahead log, syncs once and publishes the highest
-//! durable token.
+//! durable token. Under simulation (the `turmoil` feature) the same is a
+//! task of the node's runtime, and the sync takes [`SIM_SYNC_LATENCY`] of
+//! simulated time, so that a crash can fall between a write and its sync.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -10,7 +12,31 @@ use std::time::{Duration, Instant};
 use stutter_core::Record;
 use tokio::sync::watch;
 
+use crate::platform::BACKGROUND_THREADS;
 use crate::wal::Wal;
+
+/// How long a sync takes under simulation: a slow disk's fdatasync (the
+/// disks measured here reach this in their tails), longer than the
+/// simulated network's round trip, so that an acknowledgement can reach a
+/// client while the write it depends on is not yet durable if the node
+/// gets the order wrong.
+pub const SIM_SYNC_LATENCY: Duration = Duration::from_millis(10);
+
+/// Injected bug `ack-before-sync` (feature `node-bug-ack-before-sync`,
+/// negative control of the deterministic simulation): the durable token is
+/// published after the write and before the sync, so the protocol loop
+/// acknowledges records a crash can still take away.
+const BUG_ACK_BEFORE_SYNC: bool = cfg!(feature = "node-bug-ack-before-sync");
+
+type Batch = (u64, Vec<Record>);
+
+/// The log thread's queue, or the log task's under simulation (unbounded
+/// there: the simulated loop cannot block its only thread on a full queue;
+/// the simulations' load is far below the bound).
+enum Queue {
+    Thread(SyncSender<Batch>),
+    Task(tokio::sync::mpsc::UnboundedSender<Batch>),
+}
 
 /// Persist requests queued for the log thread at most. When the disk falls
 /// this far behind, the protocol loop waits for room (logged): it stops
@@ -36,7 +62,7 @@ pub struct Durable {
 }
 
 pub struct GroupCommit {
-    tx: SyncSender<(u64, Vec<Record>)>,
+    tx: Queue,
     meter: Arc<WalMeter>,
 }
 
@@ -61,13 +87,21 @@ impl WalMeter {
 }
 
 impl GroupCommit {
-    /// Starts the log thread; at most one sync per `interval`.
+    /// Starts the log thread (a task under simulation, which must be
+    /// called within the node's runtime); at most one sync per `interval`.
     pub fn start(wal: Wal, interval: Duration) -> std::io::Result<(GroupCommit, watch::Receiver<Durable>)> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(WAL_QUEUE);
         let (dtx, drx) = watch::channel(Durable::default());
         let meter = Arc::new(WalMeter::default());
-        let m = meter.clone();
-        std::thread::Builder::new().name("wal".into()).spawn(move || wal_thread(wal, rx, dtx, interval, &m))?;
+        let c = Committer { wal, durable: dtx, syncs: 0, meter: meter.clone() };
+        let tx = if BACKGROUND_THREADS {
+            let (tx, rx) = std::sync::mpsc::sync_channel(WAL_QUEUE);
+            std::thread::Builder::new().name("wal".into()).spawn(move || wal_thread(c, rx, interval))?;
+            Queue::Thread(tx)
+        } else {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(wal_task(c, rx, interval));
+            Queue::Task(tx)
+        };
         Ok((GroupCommit { tx, meter }, drx))
     }
 
@@ -78,20 +112,74 @@ impl GroupCommit {
     /// Queues records; the loop learns through the watch when they are
     /// durable. If the thread has stopped, its failure is in the watch.
     pub fn persist(&self, token: u64, records: Vec<Record>) {
-        match self.tx.try_send((token, records)) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(item)) => {
-                tracing::warn!(queued = WAL_QUEUE, "write-ahead-log queue full: the protocol loop waits for the disk");
-                let _ = self.tx.send(item);
+        match &self.tx {
+            Queue::Thread(tx) => match tx.try_send((token, records)) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(item)) => {
+                    tracing::warn!(queued = WAL_QUEUE, "write-ahead-log queue full: the protocol loop waits for the disk");
+                    let _ = tx.send(item);
+                }
+            },
+            Queue::Task(tx) => {
+                let _ = tx.send((token, records));
             }
         }
     }
 }
 
-fn wal_thread(mut wal: Wal, rx: Receiver<(u64, Vec<Record>)>, durable: watch::Sender<Durable>, interval: Duration, meter: &WalMeter) {
+/// The log and what the thread or task publishes.
+struct Committer {
+    wal: Wal,
+    durable: watch::Sender<Durable>,
+    syncs: u64,
+    meter: Arc<WalMeter>,
+}
+
+impl Committer {
+    /// Writes `first` and every batch `next` still has (the group); returns
+    /// the group's highest token, its record count and the outcome.
+    fn write(&mut self, first: Batch, mut next: impl FnMut() -> Option<Batch>) -> (u64, u64, std::io::Result<()>) {
+        let (mut top, records) = first;
+        let mut n = records.len() as u64;
+        let mut result = self.wal.append(records);
+        while result.is_ok() {
+            match next() {
+                Some((t, more)) => {
+                    top = t;
+                    n += more.len() as u64;
+                    result = self.wal.append(more);
+                }
+                None => break,
+            }
+        }
+        if BUG_ACK_BEFORE_SYNC && result.is_ok() {
+            let _ = self.durable.send(Durable { token: top, syncs: self.syncs, failed: None });
+        }
+        (top, n, result)
+    }
+
+    /// Publishes a group commit's outcome; `true`: stop (a failed write or
+    /// sync is fail-stop, or nobody listens any more).
+    fn publish(&mut self, top: u64, n: u64, result: std::io::Result<()>, took: Duration) -> bool {
+        self.syncs += 1;
+        let meter = &self.meter;
+        meter.records.fetch_add(n, Ordering::Relaxed);
+        meter.write_sync_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        meter.bytes.store(self.wal.size(), Ordering::Relaxed);
+        meter.syncs.store(self.syncs, Ordering::Relaxed);
+        if BACKGROUND_THREADS {
+            meter.cpu_ns.store(crate::thread_cpu::now_ns(), Ordering::Relaxed);
+        }
+        let failed = result.err().map(|e| format!("write-ahead log: {e}"));
+        let stop = failed.is_some();
+        let receivers = self.durable.send(Durable { token: top, syncs: self.syncs, failed });
+        stop || receivers.is_err()
+    }
+}
+
+fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
     let mut last_sync: Option<Instant> = None;
-    let mut syncs = 0;
-    while let Ok((mut top, records)) = rx.recv() {
+    while let Ok(first) = rx.recv() {
         // At most one sync per `interval`: what arrives while waiting joins
         // this group commit.
         if let Some(wait) = last_sync.and_then(|t| (t + interval).checked_duration_since(Instant::now())) {
@@ -99,33 +187,32 @@ fn wal_thread(mut wal: Wal, rx: Receiver<(u64, Vec<Record>)>, durable: watch::Se
         }
         let started = Instant::now();
         last_sync = Some(started);
-        let mut n = records.len() as u64;
-        let mut result = wal.append(records);
-        while result.is_ok() {
-            match rx.try_recv() {
-                Ok((t, more)) => {
-                    top = t;
-                    n += more.len() as u64;
-                    result = wal.append(more);
-                }
-                Err(_) => break,
-            }
-        }
+        let (top, n, result) = c.write(first, || rx.try_recv().ok());
         let written = started.elapsed();
-        let result = result.and_then(|_| wal.sync());
+        let result = result.and_then(|_| c.wal.sync());
         if started.elapsed() > SLOW {
             tracing::warn!(write_ms = written.as_millis() as u64, total_ms = started.elapsed().as_millis() as u64, "slow group commit");
         }
-        syncs += 1;
-        meter.records.fetch_add(n, Ordering::Relaxed);
-        meter.write_sync_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        meter.bytes.store(wal.size(), Ordering::Relaxed);
-        meter.syncs.store(syncs, Ordering::Relaxed);
-        meter.cpu_ns.store(crate::thread_cpu::now_ns(), Ordering::Relaxed);
-        let failed = result.err().map(|e| format!("write-ahead log: {e}"));
-        let stop = failed.is_some();
-        let receivers = durable.send(Durable { token: top, syncs, failed });
-        if stop || receivers.is_err() {
+        if c.publish(top, n, result, started.elapsed()) {
+            return;
+        }
+    }
+}
+
+/// The group commit as a task (simulation): the same steps on simulated
+/// time; the sync is made to take [`SIM_SYNC_LATENCY`].
+async fn wal_task(mut c: Committer, mut rx: tokio::sync::mpsc::UnboundedReceiver<Batch>, interval: Duration) {
+    let mut last_sync: Option<tokio::time::Instant> = None;
+    while let Some(first) = rx.recv().await {
+        if let Some(t) = last_sync {
+            tokio::time::sleep_until(t + interval).await;
+        }
+        let started = tokio::time::Instant::now();
+        last_sync = Some(started);
+        let (top, n, result) = c.write(first, || rx.try_recv().ok());
+        tokio::time::sleep(SIM_SYNC_LATENCY).await;
+        let result = result.and_then(|_| c.wal.sync());
+        if c.publish(top, n, result, started.elapsed()) {
             return;
         }
     }

@@ -34,11 +34,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rand_core::SeedableRng;
 use stutter_core::{Replica, ReplicaId};
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{resolve, ClusterConfig, DEFAULT_SYNC_INTERVAL_US};
 use crate::peer_auth::ClusterKey;
+use crate::platform::{listen_addr, net::TcpListener};
 use crate::wal::Wal;
 use event::EVENT_QUEUE;
 use group_commit::GroupCommit;
@@ -64,6 +64,9 @@ pub struct NodeOptions {
     /// Write a line per protocol-loop turn to this file (CSV, for the
     /// simulator's calibration: docs/calibration.md).
     pub calibrate: Option<PathBuf>,
+    /// Seed of the core's random number generator; `None` draws one from
+    /// the clock. A simulation sets it so that a run can be replayed.
+    pub seed: Option<u64>,
 }
 
 /// Runs a replica until a fatal error (a failed disk write) or a signal.
@@ -87,8 +90,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
 
     let (wal, durable) = Wal::open(&opts.data_dir, !opts.unsafe_no_fsync)
         .with_context(|| format!("opening the write-ahead log in {}", opts.data_dir.display()))?;
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-        ^ ((opts.id as u64) << 56);
+    let seed = opts.seed.unwrap_or_else(|| crate::platform::since_epoch().as_nanos() as u64 ^ ((opts.id as u64) << 56));
     let rng = Box::new(rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed));
     // An empty write-ahead log is a first start: no Recover step to trace.
     let replica = if durable == stutter_core::DurableState::default() {
@@ -100,9 +102,9 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     let interval = Duration::from_micros(cfg.storage.sync_interval_us.unwrap_or(DEFAULT_SYNC_INTERVAL_US));
     let (wal, durable) = GroupCommit::start(wal, interval)?;
 
-    let peer_listener = TcpListener::bind(resolve(&me.peer_addr)?).await.with_context(|| format!("listening on {}", me.peer_addr))?;
+    let peer_listener = TcpListener::bind(listen_addr(resolve(&me.peer_addr)?)).await.with_context(|| format!("listening on {}", me.peer_addr))?;
     let client_listener =
-        TcpListener::bind(resolve(&me.client_addr)?).await.with_context(|| format!("listening on {}", me.client_addr))?;
+        TcpListener::bind(listen_addr(resolve(&me.client_addr)?)).await.with_context(|| format!("listening on {}", me.client_addr))?;
     tracing::info!(id = opts.id, peer = %me.peer_addr, client = %me.client_addr, "replica listening");
     if key.authenticates() {
         tracing::info!("peer connections are authenticated by the cluster secret");
@@ -168,6 +170,7 @@ fn local_reads(_: &mut stutter_core::Config) -> Result<()> {
 
 /// Turns SIGTERM or SIGINT into the loop's shutdown (the trace file is
 /// flushed; everything acknowledged is in the write-ahead log).
+#[cfg(not(feature = "turmoil"))]
 async fn forward_shutdown(stop: oneshot::Sender<()>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
@@ -182,4 +185,12 @@ async fn forward_shutdown(stop: oneshot::Sender<()>) {
         _ = int.recv() => {}
     }
     let _ = stop.send(());
+}
+
+/// A simulated host has no signals (and tokio's signal driver needs a
+/// real reactor): the simulation crashes or stops it instead.
+#[cfg(feature = "turmoil")]
+async fn forward_shutdown(stop: oneshot::Sender<()>) {
+    std::future::pending::<()>().await;
+    drop(stop);
 }

@@ -3,19 +3,19 @@
 //! Every connection starts with the handshake of `peer_auth`; the sender
 //! of a received message is the replica that connection authenticated.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stutter_core::{Message, ReplicaId};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::AbortHandle;
 
 use super::event::{Event, Events};
 use crate::config::resolve;
 use crate::peer_auth::{self, ClusterKey};
+use crate::platform::net::{TcpListener, TcpStream};
 
 /// Messages queued for one peer at most. A full queue means the peer is
 /// gone or far behind: the message is dropped, as the network would drop
@@ -28,6 +28,15 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connection attempt that takes longer is given up and retried (a peer
 /// behind a partition never answers).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// A write to a peer that makes no progress for this long ends the
+/// connection, which is then redialled. A peer that vanished without a
+/// reset (power loss, a black-holing network) leaves the socket buffer full
+/// and the write waiting until the kernel gives up (minutes; the simulated
+/// TCP of dsim/turmoil never does), while every message to that peer is
+/// dropped: a follower that cannot reach the leader cannot ask it for the
+/// slots it missed. Generous enough for the largest snapshot frame on a
+/// slow link.
+const WRITE_STALL: Duration = Duration::from_secs(10);
 /// Inbound connections in their handshake at once; more are closed at
 /// once. Authenticated ones are not counted: there is one per peer (a
 /// newer one from the same peer replaces it).
@@ -45,13 +54,13 @@ pub struct LinkParams {
 
 /// The outbound side: one queue and one sender task per peer.
 pub struct PeerLinks {
-    queues: HashMap<ReplicaId, mpsc::Sender<Message>>,
+    queues: BTreeMap<ReplicaId, mpsc::Sender<Message>>,
 }
 
 impl PeerLinks {
     /// Starts a sender task for every `(id, peer address)`.
     pub fn start(params: &LinkParams, peers: impl IntoIterator<Item = (ReplicaId, String)>) -> PeerLinks {
-        let mut queues = HashMap::new();
+        let mut queues = BTreeMap::new();
         for (id, addr) in peers {
             let (tx, rx) = mpsc::channel(PEER_QUEUE);
             tokio::spawn(sender(params.clone(), id, addr, rx));
@@ -133,11 +142,11 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                     tracing::error!(peer = to, kind = msg.kind(), error = %e, "message not sent: raise [limits] max_peer_frame_mb");
                     continue;
                 }
-                if w.write_all(&buf).await.is_err() {
+                if !matches!(tokio::time::timeout(WRITE_STALL, w.write_all(&buf)).await, Ok(Ok(()))) {
                     break 'conn;
                 }
             }
-            if w.flush().await.is_err() {
+            if !matches!(tokio::time::timeout(WRITE_STALL, w.flush()).await, Ok(Ok(()))) {
                 break 'conn;
             }
         }
@@ -149,7 +158,7 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
 /// frame into the protocol loop.
 pub async fn listen(listener: TcpListener, events: Events, p: LinkParams) {
     let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
-    let current: Arc<Mutex<HashMap<ReplicaId, AbortHandle>>> = Arc::default();
+    let current: Arc<Mutex<BTreeMap<ReplicaId, AbortHandle>>> = Arc::default();
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;

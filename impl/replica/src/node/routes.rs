@@ -1,6 +1,6 @@
 //! Which client connection waits for the reply to which request.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use stutter_core::{ClientId, Seq};
@@ -18,7 +18,7 @@ pub const ROUTE_TIMEOUT: Duration = Duration::from_secs(10);
 /// `max_client_connections × max_inflight_per_connection` of them.
 #[derive(Default)]
 pub struct Routes {
-    waiting: HashMap<(ClientId, Seq), (ReplySlot, Instant)>,
+    waiting: BTreeMap<(ClientId, Seq), (ReplySlot, Instant)>,
     last_sweep: Option<Instant>,
 }
 

@@ -2,10 +2,10 @@
 
 use stutter_core::{ClientId, Request};
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Event, Events};
+use crate::platform::net::{OwnedReadHalf, OwnedWriteHalf};
 use crate::text::{self, Command, Line};
 use crate::wire::ClientResponse;
 

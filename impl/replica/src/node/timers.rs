@@ -1,6 +1,6 @@
 //! The core's clock and the timers it sets.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use stutter_core::Timer;
@@ -17,7 +17,7 @@ pub struct CoreClock {
 
 impl CoreClock {
     pub fn new() -> CoreClock {
-        let epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+        let epoch = crate::platform::since_epoch().as_micros() as u64;
         CoreClock { start: Instant::now(), epoch }
     }
 
@@ -35,7 +35,7 @@ impl CoreClock {
 /// moves it). Bounded by the number of timer kinds the core has.
 #[derive(Default)]
 pub struct Timers {
-    at: HashMap<Timer, Instant>,
+    at: BTreeMap<Timer, Instant>,
 }
 
 impl Timers {

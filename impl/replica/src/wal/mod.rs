@@ -34,7 +34,6 @@ mod format;
 mod snapshot;
 mod spares;
 
-use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -44,16 +43,20 @@ use std::sync::Arc;
 use stutter_core::{Ballot, DurableState, Record, Slot};
 
 pub use format::{decode_segment, decode_snapshot_file};
+use crate::platform::fs::{self, File, OpenOptions};
+use crate::platform::BACKGROUND_THREADS;
 use format::{crc, parse_segment_name, segment_name, HEADER};
-use snapshot::{snapshot_thread, SnapshotMailbox};
-use spares::{preparer, Prep};
+use snapshot::Snapshots;
+use spares::{Prep, Preparer, Spares};
 
 const LEGACY: &str = "wal.log";
 const SNAPSHOT: &str = "snapshot.bin";
 /// Size of a preallocated segment. A record that does not fit in what is
 /// left starts the next segment (one larger than this gets a segment of its
-/// own, extended by appending).
-pub const SEGMENT_SIZE: u64 = 32 << 20;
+/// own, extended by appending). Small under simulation: a simulated disk
+/// keeps every byte in memory, and small segments make the simulation
+/// cross segment boundaries, recycle and retire segments often.
+pub const SEGMENT_SIZE: u64 = if cfg!(feature = "turmoil") { 64 << 10 } else { 32 << 20 };
 /// Recycled segments kept beyond this are deleted.
 const MAX_RECYCLABLE: usize = 2;
 
@@ -70,10 +73,6 @@ fn background_priority() {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, 10);
     }
-}
-
-fn fsync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// A sealed segment, kept until a durable snapshot covers `max_slot`.
@@ -98,17 +97,16 @@ pub struct Wal {
     dir: PathBuf,
     fsync: bool,
     segment_size: u64,
-    snapshots: Arc<SnapshotMailbox>,
+    snapshots: Snapshots,
     /// Trim point of the newest durable `snapshot.bin`.
     snapshot_durable: Arc<AtomicU64>,
     cur: Current,
     /// Sealed since the last sync: their tails still need an fdatasync.
     unsynced: Vec<File>,
     sealed: Vec<Sealed>,
-    /// Preallocated segments, in sequence order, from the preparer thread.
-    spares: std::sync::mpsc::Receiver<std::io::Result<(u64, File)>>,
-    /// Asks the preparer for the next spare / hands it retired segments.
-    prep: std::sync::mpsc::Sender<Prep>,
+    /// Preallocated segments, in sequence order, from the preparer; and
+    /// where retired segments go.
+    spares: Spares,
     spare_requested: bool,
     ballot: Ballot,
     buf: Vec<u8>,
@@ -124,10 +122,10 @@ impl Wal {
     }
 
     fn open_with(dir: &Path, fsync: bool, segment_size: u64) -> std::io::Result<(Wal, DurableState)> {
-        std::fs::create_dir_all(dir)?;
+        fs::create_dir_all(dir)?;
         let mut state = DurableState::default();
         let mut snapshot_trimmed = 0;
-        if let Ok(bytes) = std::fs::read(dir.join(SNAPSHOT)) {
+        if let Ok(bytes) = fs::read(dir.join(SNAPSHOT)) {
             match decode_snapshot_file(&bytes) {
                 Some(rec) => {
                     if let Record::Snapshot { trimmed, .. } = &rec {
@@ -139,7 +137,7 @@ impl Wal {
             }
         }
         let mut seqs: Vec<u64> = Vec::new();
-        for entry in std::fs::read_dir(dir)? {
+        for entry in fs::read_dir(dir)? {
             let entry = entry?;
             if let Some(seq) = entry.file_name().to_str().and_then(parse_segment_name) {
                 seqs.push(seq);
@@ -151,7 +149,7 @@ impl Wal {
         let mut bytes_total = 0u64;
         let legacy = dir.join(LEGACY);
         let mut files: Vec<(u64, PathBuf)> = Vec::new();
-        if legacy.exists() {
+        if fs::metadata(&legacy).is_ok() {
             files.push((0, legacy));
         }
         files.extend(seqs.iter().map(|s| (*s, dir.join(segment_name(*s)))));
@@ -180,35 +178,22 @@ impl Wal {
         let path = dir.join(segment_name(seq));
         let file = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path)?;
         file.sync_all()?;
-        fsync_dir(dir)?;
+        fs::sync_dir(dir)?;
 
         let snapshot_durable = Arc::new(AtomicU64::new(snapshot_trimmed));
-        let mailbox = Arc::new(SnapshotMailbox::default());
-        let srx = mailbox.clone();
-        {
-            let dir = dir.to_path_buf();
-            let durable = snapshot_durable.clone();
-            std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot_thread(dir, srx, fsync, durable))?;
-        }
-        let (ptx, prx) = std::sync::mpsc::channel::<Prep>();
-        let (sparetx, sparerx) = std::sync::mpsc::channel();
-        {
-            let dir = dir.to_path_buf();
-            std::thread::Builder::new()
-                .name("wal-prep".into())
-                .spawn(move || preparer(dir, seq + 1, segment_size, prx, sparetx))?;
-        }
+        let snapshots = Snapshots::start(dir, fsync, snapshot_durable.clone(), BACKGROUND_THREADS)?;
+        let prep = Preparer { dir: dir.to_path_buf(), next_seq: seq + 1, segment_size, recyclable: Vec::new() };
+        let spares = Spares::start(prep, BACKGROUND_THREADS)?;
         let mut wal = Wal {
             dir: dir.to_path_buf(),
             fsync,
             segment_size,
-            snapshots: mailbox,
+            snapshots,
             snapshot_durable,
             cur: Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 },
             unsynced: Vec::new(),
             sealed,
-            spares: sparerx,
-            prep: ptx,
+            spares,
             spare_requested: false,
             ballot: state.ballot,
             buf: Vec::with_capacity(1 << 20),
@@ -260,7 +245,7 @@ impl Wal {
         self.buf[h + 4..h + 8].copy_from_slice(&c.to_le_bytes());
         if !self.spare_requested && self.cur.off + self.buf.len() as u64 > self.segment_size / 2 {
             self.spare_requested = true;
-            let _ = self.prep.send(Prep::Spare);
+            self.spares.send(Prep::Spare);
         }
         Ok(())
     }
@@ -280,12 +265,9 @@ impl Wal {
     /// segment starts with the ballot, so the sealed ones can be retired.
     fn next_segment(&mut self) -> std::io::Result<()> {
         if !self.spare_requested {
-            let _ = self.prep.send(Prep::Spare);
+            self.spares.send(Prep::Spare);
         }
-        let (seq, file) = match self.spares.recv() {
-            Ok(r) => r?,
-            Err(_) => return Err(other("segment preparer stopped")),
-        };
+        let (seq, file) = self.spares.recv()?;
         self.spare_requested = false;
         let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 });
         self.sealed.push(Sealed { path: self.dir.join(segment_name(old.seq)), max_slot: old.max_slot, legacy: false });
@@ -325,7 +307,7 @@ impl Wal {
         let (gone, kept): (Vec<Sealed>, Vec<Sealed>) = std::mem::take(&mut self.sealed).into_iter().partition(|s| s.max_slot <= t);
         self.sealed = kept;
         for s in gone {
-            let _ = self.prep.send(Prep::Retire(s));
+            self.spares.send(Prep::Retire(s));
         }
     }
 

@@ -1,8 +1,8 @@
 //! Snapshots stay out of the group commit: a background thread writes the
 //! newest one to `snapshot.bin` (temporary file, paced syncs, rename, sync
-//! of the directory).
+//! of the directory). Under simulation there are no threads: the log
+//! writes it at once ([`Snapshots::Inline`]).
 
-use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +11,41 @@ use std::sync::Arc;
 use stutter_core::Record;
 
 use super::format::crc;
-use super::{background_priority, fsync_dir, SNAPSHOT};
+use super::{background_priority, SNAPSHOT};
+use crate::platform::fs::{self, File};
+
+/// Where the log hands snapshots: the snapshot thread's mailbox, or (under
+/// simulation) straight to the disk.
+pub(super) enum Snapshots {
+    Thread(Arc<SnapshotMailbox>),
+    Inline { dir: PathBuf, fsync: bool, durable: Arc<AtomicU64> },
+}
+
+impl Snapshots {
+    pub(super) fn start(dir: &Path, fsync: bool, durable: Arc<AtomicU64>, thread: bool) -> std::io::Result<Snapshots> {
+        if !thread {
+            return Ok(Snapshots::Inline { dir: dir.to_path_buf(), fsync, durable });
+        }
+        let mailbox = Arc::new(SnapshotMailbox::default());
+        let srx = mailbox.clone();
+        let dir = dir.to_path_buf();
+        std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot_thread(dir, srx, fsync, durable))?;
+        Ok(Snapshots::Thread(mailbox))
+    }
+
+    pub(super) fn put(&self, rec: Record) {
+        match self {
+            Snapshots::Thread(mailbox) => mailbox.put(rec),
+            Snapshots::Inline { dir, fsync, durable } => write_and_publish(dir, &rec, *fsync, false, durable),
+        }
+    }
+
+    pub(super) fn close(&self) {
+        if let Snapshots::Thread(mailbox) = self {
+            mailbox.close();
+        }
+    }
+}
 
 /// Bytes of a snapshot written between two syncs, and the pause after
 /// each sync (the snapshot thread has time; the group commits do not).
@@ -62,23 +96,30 @@ impl SnapshotMailbox {
 
 /// Writes snapshots as they come, the newest when several came meanwhile.
 /// A failure is logged and the log keeps every instance.
-pub(super) fn snapshot_thread(dir: PathBuf, mailbox: Arc<SnapshotMailbox>, fsync: bool, durable: Arc<AtomicU64>) {
+fn snapshot_thread(dir: PathBuf, mailbox: Arc<SnapshotMailbox>, fsync: bool, durable: Arc<AtomicU64>) {
     background_priority();
     while let Some(rec) = mailbox.take() {
-        let started = std::time::Instant::now();
-        match write_snapshot(&dir, &rec, fsync) {
-            Ok(()) => {
-                if let Record::Snapshot { trimmed, .. } = &rec {
-                    durable.fetch_max(trimmed.0, Ordering::AcqRel);
-                    tracing::info!(trimmed = trimmed.0, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "writing snapshot.bin failed; the log still holds everything"),
-        }
+        write_and_publish(&dir, &rec, fsync, true, &durable);
     }
 }
 
-fn write_snapshot(dir: &Path, rec: &Record, fsync: bool) -> std::io::Result<()> {
+/// Writes `rec` and, once it is durable, publishes its trim point.
+fn write_and_publish(dir: &Path, rec: &Record, fsync: bool, paced: bool, durable: &AtomicU64) {
+    let started = std::time::Instant::now();
+    match write_snapshot(dir, rec, fsync, paced) {
+        Ok(()) => {
+            if let Record::Snapshot { trimmed, .. } = rec {
+                durable.fetch_max(trimmed.0, Ordering::AcqRel);
+                tracing::info!(trimmed = trimmed.0, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "writing snapshot.bin failed; the log still holds everything"),
+    }
+}
+
+/// `paced`: pause after each step's sync (a thread's luxury; inline
+/// writing under simulation does not sleep).
+fn write_snapshot(dir: &Path, rec: &Record, fsync: bool, paced: bool) -> std::io::Result<()> {
     let body = bincode::serialize(rec).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let len = u32::try_from(body.len()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "snapshot too large"))?;
     let tmp = dir.join("snapshot.bin.tmp");
@@ -98,15 +139,18 @@ fn write_snapshot(dir: &Path, rec: &Record, fsync: bool) -> std::io::Result<()> 
         f.write_all(chunk)?;
         if fsync {
             f.sync_data()?;
-            std::thread::sleep(SNAPSHOT_STEP_PAUSE);
+            if paced {
+                std::thread::sleep(SNAPSHOT_STEP_PAUSE);
+            }
         }
     }
     if fsync {
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, dir.join(SNAPSHOT))?;
+    drop(f);
+    fs::rename(&tmp, dir.join(SNAPSHOT))?;
     if fsync {
-        fsync_dir(dir)?;
+        fs::sync_dir(dir)?;
     }
     Ok(())
 }

@@ -1,0 +1,218 @@
+//! Judging a run, black-box, from what the clients saw:
+//!
+//! - **linearizability**, per key (a register: put and get), by the
+//!   Wing-Gong search with memoization: some order of the operations
+//!   respects real time (an operation that completed before another was
+//!   invoked comes first) and gives every acknowledged get the value of the
+//!   last put before it. A put with an unknown outcome may take effect at
+//!   any point after its invocation or never; a get with an unknown outcome
+//!   and any definitely rejected operation are left out. The final reads,
+//!   issued after every fault was healed, are in the history: a write lost
+//!   after its acknowledgement shows here.
+//! - **lost acknowledged writes**, named as such: an acknowledged put `p`
+//!   such that the final read of its key returned the value of a put that
+//!   completed before `p` was invoked (or nothing, if none). Values are
+//!   unique, so `p` was undone.
+//! - **executed digests agree**: replicas that report the same
+//!   `last_executed` report the same digest; and after healing, all
+//!   replicas reach the same `last_executed` within 60 s.
+//!
+//! Unlike `sim`'s checker (sim/src/check/linearizability.rs) this sees no
+//! replica's log: the node under test is a black box here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::history::{Finals, History, Kind, Op, Outcome};
+
+pub fn all(h: &History, finals: &Finals) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut keys: BTreeMap<u64, Vec<&Op>> = BTreeMap::new();
+    for op in &h.ops {
+        keys.entry(op.key).or_default().push(op);
+    }
+    for (key, ops) in &keys {
+        if !linearizable(ops) {
+            v.push(format!("key {key}: the history is not linearizable ({} operations)", ops.len()));
+        }
+        lost_writes(*key, ops, &mut v);
+    }
+    digests(finals, &mut v);
+    v
+}
+
+/// An operation as the search sees it.
+#[derive(Clone, Copy)]
+struct Entry {
+    invoke: u128,
+    /// `u128::MAX`: unknown outcome (may take effect any time after).
+    complete: u128,
+    put: Option<u64>,
+    /// For a get: the value read.
+    read: Option<u64>,
+    required: bool,
+}
+
+fn entries(ops: &[&Op]) -> Vec<Entry> {
+    let mut es: Vec<Entry> = ops
+        .iter()
+        .filter_map(|o| {
+            let (invoke, done) = (o.invoke.as_nanos(), o.complete.as_nanos());
+            match (o.kind, o.outcome) {
+                (_, Outcome::Failed) | (Kind::Get, Outcome::Unknown) => None,
+                (Kind::Put(x), Outcome::Ok(_)) => Some(Entry { invoke, complete: done, put: Some(x), read: None, required: true }),
+                (Kind::Put(x), Outcome::Unknown) => Some(Entry { invoke, complete: u128::MAX, put: Some(x), read: None, required: false }),
+                (Kind::Get, Outcome::Ok(r)) => Some(Entry { invoke, complete: done, put: None, read: r, required: true }),
+            }
+        })
+        .collect();
+    es.sort_by_key(|e| (e.invoke, e.complete));
+    es
+}
+
+/// Whether the register history `ops` (one key) is linearizable.
+pub fn linearizable(ops: &[&Op]) -> bool {
+    let es = entries(ops);
+    let words = es.len().div_ceil(64).max(1);
+    let mut seen: BTreeSet<(Vec<u64>, Option<u64>)> = BTreeSet::new();
+    search(&es, &mut vec![0u64; words], None, &mut seen)
+}
+
+fn search(es: &[Entry], done: &mut Vec<u64>, value: Option<u64>, seen: &mut BTreeSet<(Vec<u64>, Option<u64>)>) -> bool {
+    let is_done = |d: &Vec<u64>, i: usize| d[i / 64] >> (i % 64) & 1 == 1;
+    if (0..es.len()).all(|i| is_done(done, i) || !es[i].required) {
+        return true;
+    }
+    if !seen.insert((done.clone(), value)) {
+        return false;
+    }
+    // Only an operation invoked before every pending one completed can go
+    // next.
+    let horizon = (0..es.len()).filter(|i| !is_done(done, *i)).map(|i| es[i].complete).min().unwrap_or(u128::MAX);
+    for i in 0..es.len() {
+        if is_done(done, i) || es[i].invoke > horizon {
+            continue;
+        }
+        let e = es[i];
+        let next = match e.put {
+            Some(x) => Some(x),
+            None if e.read == value => value,
+            None => continue,
+        };
+        done[i / 64] |= 1 << (i % 64);
+        if search(es, done, next, seen) {
+            return true;
+        }
+        done[i / 64] &= !(1 << (i % 64));
+    }
+    false
+}
+
+fn lost_writes(key: u64, ops: &[&Op], v: &mut Vec<String>) {
+    // The final reads come last in the history.
+    let Some(last) = ops.iter().rev().find(|o| o.client == usize::MAX && o.acknowledged()) else { return };
+    let Outcome::Ok(read) = last.outcome else { return };
+    let writer = read.and_then(|x| ops.iter().find(|o| o.kind == Kind::Put(x)));
+    for p in ops.iter().filter(|o| o.acknowledged() && matches!(o.kind, Kind::Put(_))) {
+        let undone = match writer {
+            Some(w) => w.complete < p.invoke && w.outcome != Outcome::Unknown,
+            None => read.is_none(),
+        };
+        if undone {
+            v.push(format!("key {key}: acknowledged {:?} (at {:?}) lost: the final read returned {read:?}", p.kind, p.complete));
+        }
+    }
+}
+
+fn digests(finals: &Finals, v: &mut Vec<String>) {
+    let mut by_slot: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for (le, d) in finals.status.iter().flatten() {
+        by_slot.entry(*le).or_default().insert(*d);
+    }
+    for (le, ds) in by_slot {
+        if ds.len() > 1 {
+            v.push(format!("replicas executed to slot {le} disagree: digests {ds:?}"));
+        }
+    }
+    if !finals.converged {
+        v.push(format!("replicas did not converge within 60 s of healing: {:?}", finals.detail));
+    }
+}
+
+/// FNV-1a over the run's observations, in order.
+pub fn hash(h: &History, faults: &[String], finals: &Finals) -> u64 {
+    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |s: &str| {
+        for b in s.bytes() {
+            x ^= u64::from(b);
+            x = x.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for op in &h.ops {
+        feed(&format!("{op:?}\n"));
+    }
+    for f in faults {
+        feed(f);
+    }
+    feed(&format!("{finals:?}"));
+    x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn op(key: u64, kind: Kind, invoke: u64, complete: u64, outcome: Outcome) -> Op {
+        Op { client: 0, key, kind, invoke: Duration::from_millis(invoke), complete: Duration::from_millis(complete), outcome }
+    }
+
+    #[test]
+    fn a_read_of_an_overwritten_value_is_not_linearizable() {
+        let h = [
+            op(0, Kind::Put(1), 0, 10, Outcome::Ok(None)),
+            op(0, Kind::Put(2), 20, 30, Outcome::Ok(None)),
+            op(0, Kind::Get, 40, 50, Outcome::Ok(Some(1))),
+        ];
+        assert!(!linearizable(&h.iter().collect::<Vec<_>>()));
+    }
+
+    #[test]
+    fn concurrent_writes_may_be_read_in_either_order() {
+        let h = [
+            op(0, Kind::Put(1), 0, 30, Outcome::Ok(None)),
+            op(0, Kind::Put(2), 5, 35, Outcome::Ok(None)),
+            op(0, Kind::Get, 40, 50, Outcome::Ok(Some(1))),
+            op(0, Kind::Get, 60, 70, Outcome::Ok(Some(1))),
+        ];
+        assert!(linearizable(&h.iter().collect::<Vec<_>>()));
+    }
+
+    #[test]
+    fn a_timed_out_write_may_take_effect_late_or_never() {
+        let late = [
+            op(0, Kind::Put(1), 0, 10, Outcome::Ok(None)),
+            op(0, Kind::Put(2), 20, 30, Outcome::Unknown),
+            op(0, Kind::Get, 40, 50, Outcome::Ok(Some(1))),
+            op(0, Kind::Get, 60, 70, Outcome::Ok(Some(2))),
+        ];
+        assert!(linearizable(&late.iter().collect::<Vec<_>>()));
+        let back = [
+            op(0, Kind::Put(1), 0, 10, Outcome::Ok(None)),
+            op(0, Kind::Put(2), 20, 30, Outcome::Unknown),
+            op(0, Kind::Get, 40, 50, Outcome::Ok(Some(2))),
+            op(0, Kind::Get, 60, 70, Outcome::Ok(Some(1))),
+        ];
+        assert!(!linearizable(&back.iter().collect::<Vec<_>>()));
+    }
+
+    #[test]
+    fn a_final_read_of_an_older_value_names_the_lost_write() {
+        let mut last = op(0, Kind::Get, 100, 110, Outcome::Ok(Some(1)));
+        last.client = usize::MAX;
+        let h = [op(0, Kind::Put(1), 0, 10, Outcome::Ok(None)), op(0, Kind::Put(2), 20, 30, Outcome::Ok(None)), last];
+        let mut v = Vec::new();
+        lost_writes(0, &h.iter().collect::<Vec<_>>(), &mut v);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("Put(2)"), "{v:?}");
+    }
+}

@@ -1,0 +1,110 @@
+//! `stutter-dsim-turmoil`: runs seeds of the turmoil layer.
+//!
+//! ```text
+//! stutter-dsim-turmoil run --seed 7          # one seed, its verdict and hash
+//! stutter-dsim-turmoil run --seed 7 --log    # the same run with the replicas' and turmoil's logs
+//! stutter-dsim-turmoil swarm --from 0 --count 500
+//! ```
+
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use stutter_dsim_turmoil::{run, Options};
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+    /// Operations per client.
+    #[arg(long, default_value_t = 150, global = true)]
+    ops: usize,
+    /// No faults (a baseline).
+    #[arg(long, global = true)]
+    no_faults: bool,
+    /// Probability of a corrupted read of the simulated disk.
+    #[arg(long, default_value_t = 0.0, global = true)]
+    corruption: f64,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs one seed; exit status 1 if it fails.
+    Run {
+        #[arg(long)]
+        seed: u64,
+        /// Print the logs (RUST_LOG filters them; default info).
+        #[arg(long)]
+        log: bool,
+    },
+    /// Runs `count` seeds from `from`; prints each failing seed.
+    Swarm {
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long, default_value_t = 100)]
+        count: u64,
+    },
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let opts = Options { ops: args.ops, faults: !args.no_faults, corruption: args.corruption, ..Options::default() };
+    match args.cmd {
+        Cmd::Run { seed, log } => {
+            if log {
+                let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+                tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).without_time().init();
+            }
+            let o = run(seed, &opts)?;
+            for f in &o.faults {
+                println!("fault {f}");
+            }
+            println!(
+                "seed {} ops {} acknowledged {} sim {:.1}s hash {:016x} violations {}",
+                o.seed,
+                o.ops,
+                o.acknowledged,
+                o.sim_time.as_secs_f64(),
+                o.hash,
+                o.violations.len()
+            );
+            for v in &o.violations {
+                println!("VIOLATION {v}");
+            }
+            if !o.violations.is_empty() {
+                std::process::exit(1);
+            }
+        }
+        Cmd::Swarm { from, count } => {
+            let started = Instant::now();
+            let mut failed = Vec::new();
+            for seed in from..from + count {
+                // A panic (a replica's or the harness's) fails the seed, not
+                // the swarm.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(seed, &opts)))
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked (run the seed alone for the message)")));
+                match r {
+                    Ok(o) if o.violations.is_empty() => {}
+                    Ok(o) => {
+                        println!("seed {seed} FAILED: {}", o.violations.join("; "));
+                        failed.push(seed);
+                    }
+                    Err(e) => {
+                        println!("seed {seed} ERROR: {e:#}");
+                        failed.push(seed);
+                    }
+                }
+            }
+            let secs = started.elapsed().as_secs_f64();
+            println!(
+                "{count} seeds, {} failed {failed:?}; {secs:.1} s wall, {:.0} runs/min",
+                failed.len(),
+                count as f64 * 60.0 / secs.max(1e-9)
+            );
+            if !failed.is_empty() {
+                std::process::exit(1);
+            }
+        }
+    }
+    Ok(())
+}

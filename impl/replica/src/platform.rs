@@ -1,0 +1,72 @@
+//! What the replica takes from its environment: sockets, files and the
+//! wall clock. By default these are the operating system's (tokio's
+//! sockets, `std::fs`, `SystemTime`); with the `turmoil` feature they are
+//! turmoil's simulated ones, so that the unchanged node runs as a host of a
+//! deterministic simulation (`dsim/turmoil`, docs/simulator.md "Three
+//! layers"). Nothing else in the replica names tokio's sockets, `std::fs`
+//! for its durable state, or the wall clock.
+//!
+//! Background work follows the same switch ([`BACKGROUND_THREADS`]): the
+//! write-ahead log's group commit, segment preparation and snapshot writing
+//! run on OS threads in a real process and inline or as tasks under
+//! simulation, where a thread would escape the simulated clock, disk and
+//! scheduling.
+
+use std::net::SocketAddr;
+
+/// Whether the write-ahead log may use OS threads (group commit, spare
+/// segments, snapshots). Off under simulation: one thread runs everything.
+pub const BACKGROUND_THREADS: bool = !cfg!(feature = "turmoil");
+
+/// Sockets: tokio's, or turmoil's simulated ones.
+pub mod net {
+    #[cfg(not(feature = "turmoil"))]
+    pub use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+    #[cfg(not(feature = "turmoil"))]
+    pub use tokio::net::{TcpListener, TcpStream};
+    #[cfg(feature = "turmoil")]
+    pub use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+    #[cfg(feature = "turmoil")]
+    pub use turmoil::net::{TcpListener, TcpStream};
+}
+
+/// Files of the durable state: `std::fs`, or turmoil's simulated disk
+/// (pending writes lost on a crash, torn writes, I/O errors, corruption).
+pub mod fs {
+    #[cfg(not(feature = "turmoil"))]
+    pub use std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
+    #[cfg(feature = "turmoil")]
+    pub use turmoil::fs::shim::std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
+
+    /// Makes the entries of `dir` (creations, renames, removals) durable.
+    #[cfg(not(feature = "turmoil"))]
+    pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    #[cfg(feature = "turmoil")]
+    pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+        turmoil::fs::shim::std::fs::sync_dir(dir)
+    }
+}
+
+/// The address a listener binds for the configured address `addr`. A
+/// simulated host binds the unspecified address (turmoil routes by host).
+pub fn listen_addr(addr: SocketAddr) -> SocketAddr {
+    if cfg!(feature = "turmoil") {
+        SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), addr.port())
+    } else {
+        addr
+    }
+}
+
+/// Wall-clock time since the Unix epoch (the simulation's clock under
+/// turmoil). Read for the core's clock epoch and for identifiers that must
+/// not repeat across restarts; never for durations.
+pub fn since_epoch() -> std::time::Duration {
+    #[cfg(feature = "turmoil")]
+    if let Some(d) = turmoil::since_epoch() {
+        return d;
+    }
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default()
+}
