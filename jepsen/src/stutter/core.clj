@@ -10,6 +10,7 @@
                     [tests :as tests]]
             [jepsen.os.debian :as debian]
             [stutter [db :as db]
+                     [gc-opts :as gc-opts]
                      [nemesis :as nemesis]
                      [workload :as workload]]))
 
@@ -18,9 +19,11 @@
   --concurrency, --time-limit, --test-count, --ssh-private-key, ...)."
   [[nil "--replica-binary PATH" "Local path of the replica binary to upload to every node."
     :default "target/release/replica"]
-   [nil "--nemesis FAULTS" "Comma-separated faults: partition, kill, pause, clock; or all / none."
+   [nil "--nemesis FAULTS" "Comma-separated faults: partition, kill, pause, clock, gc; or all / none."
     :default  #{:partition :kill :pause}
     :parse-fn nemesis/parse-faults]
+   [nil "--gc MODEL:RATIO[:blade]" "Every replica runs a collector model (go or g1, memory limit RATIO x 64 MiB of modelled data); blade turns GC coordination on. Needed by the gc nemesis."
+    :parse-fn gc-opts/parse-gc]
    [nil "--nemesis-interval SECONDS" "Mean seconds between nemesis operations."
     :default  10
     :parse-fn parse-double
@@ -62,6 +65,8 @@
                                   :faults   faults
                                   :interval (:nemesis-interval opts)})
         per-key (:threads-per-key opts)]
+    (when (and (faults :gc) (not (:gc opts)))
+      (throw (IllegalArgumentException. "the gc nemesis needs --gc MODEL:RATIO[:blade]")))
     (when-not (zero? (mod (:concurrency opts) per-key))
       (throw (IllegalArgumentException.
                (str "--concurrency " (:concurrency opts)

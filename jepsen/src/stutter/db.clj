@@ -16,6 +16,7 @@
                     [db :as db]
                     [util :as util]]
             [jepsen.control.util :as cu]
+            [stutter.gc-opts :as gc]
             [stutter.wire :as wire]))
 
 (def default-base-dir "/opt/stutter")
@@ -57,7 +58,8 @@
        "\n[protocol]\n"
        "heartbeat_ms = " (:heartbeat-ms test 50) "\n"
        "election_timeout_ms = " (:election-timeout-ms test 300) "\n"
-       "election_jitter_ms = " (:election-jitter-ms test 300) "\n"))
+       "election_jitter_ms = " (:election-jitter-ms test 300) "\n"
+       (gc/gc-toml (:gc test))))
 
 (defn start-replica!
   [test node]

@@ -11,15 +11,23 @@
                the kernel keeps accepting its TCP
     clock      (optional) clock bumps and strobes on the nodes; needs a
                compiler on the nodes and root; not in `all`
+    gc         (optional, needs --gc) SIGUSR1 asks replicas' collector
+               models for a full collection: stop-the-world at once, or
+               through the GC coordination with --gc MODEL:RATIO:blade (a
+               leader hands off first); not in `all`
 
   `--nemesis` takes a comma-separated list of these, `all` (partition,
   kill, pause) or `none`."
   (:require [clojure.string :as str]
-            [jepsen.nemesis :as n]
-            [jepsen.nemesis.combined :as nc]))
+            [jepsen [control :as c]
+                    [db :as jdb]
+                    [generator :as gen]
+                    [nemesis :as n]]
+            [jepsen.nemesis.combined :as nc]
+            [stutter.db :as sdb]))
 
 (def all-faults #{:partition :kill :pause})
-(def known-faults #{:partition :kill :pause :clock})
+(def known-faults #{:partition :kill :pause :clock :gc})
 
 (defn parse-faults
   "\"partition,pause\" -> #{:partition :pause}; \"all\" and \"none\" too."
@@ -46,6 +54,36 @@
   [nodes]
   (n/bridge (vec nodes)))
 
+(defn gc-nemesis
+  "Asks replicas to collect: {:f :gc, :value :one | :primaries | :all}
+  sends SIGUSR1 to those nodes' replicas. The collection is the model's
+  own (its length from the heap), not a blind SIGSTOP."
+  [db]
+  (reify n/Nemesis
+    (setup! [this test] this)
+    (invoke! [this test op]
+      (let [nodes   (vec (:nodes test))
+            targets (case (:value op)
+                      :all       nodes
+                      :primaries (jdb/primaries db test)
+                      [(rand-nth nodes)])]
+        (assoc op :value
+               (c/on-nodes test targets
+                           (fn [test node] (sdb/signal-replica! test node "USR1"))))))
+    (teardown! [this test])
+    n/Reflection
+    (fs [this] #{:gc})))
+
+(defn gc-package
+  "The gc fault as a jepsen.nemesis.combined package."
+  [{:keys [db interval]}]
+  {:nemesis         (gc-nemesis db)
+   ; A function is a generator called for every op it gives.
+   :generator       (gen/stagger (or interval 10)
+                                 (fn [] {:type :info, :f :gc, :value (rand-nth [:one :primaries :all])}))
+   :final-generator nil
+   :perf            #{{:name "gc", :fs #{:gc}, :color "#C5A3E8"}}})
+
 (defn package
   "A combined nemesis package. opts: :db, :nodes, :faults (a set),
   :interval (seconds between faults).
@@ -67,4 +105,5 @@
       (cond-> []
         (faults :partition)                     (conj (nc/partition-package opts))
         (some faults [:kill :pause])            (conj (nc/db-package opts))
-        (faults :clock)                         (conj (nc/clock-package opts))))))
+        (faults :clock)                         (conj (nc/clock-package opts))
+        (faults :gc)                            (conj (gc-package opts))))))

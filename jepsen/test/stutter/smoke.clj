@@ -6,6 +6,8 @@
   non-zero on any failure."
   (:require [clojure.string :as str]
             [clojure.test :as t]
+            [clojure.java.io :as io]
+            [stutter.gc-opts :as gc-opts]
             [stutter.wire :as w]
             [stutter.wire-test]))
 
@@ -17,6 +19,33 @@
   (if ok?
     (do (swap! passed inc) (println "  ok  " what))
     (do (swap! failed inc) (println "  FAIL" what "--" (pr-str detail)))))
+
+(defn sources-read!
+  "Every namespace under src/ read form by form (not evaluated: most need
+  Jepsen, which is not reachable here): a syntax error or an unbalanced
+  form in any of them fails the smoke test."
+  []
+  (doseq [f (sort (filter #(.endsWith (.getName ^java.io.File %) ".clj") (file-seq (io/file "src"))))]
+    (let [r (try
+              (binding [*read-eval* false]
+                (with-open [rdr (java.io.PushbackReader. (io/reader f))]
+                  (loop [n 0]
+                    (let [form (read {:eof ::eof :read-cond :allow} rdr)]
+                      (if (= ::eof form) n (recur (inc n)))))))
+              (catch Exception e (str e)))]
+      (check (str "reads " (.getPath ^java.io.File f)) (and (integer? r) (pos? r)) r))))
+
+(defn gc-opts!
+  []
+  (check "--gc g1:8:blade" (= {:model "g1" :ratio 8.0 :blade true :dataset-mib 64} (gc-opts/parse-gc "g1:8:blade")) nil)
+  (check "--gc go:1.5:32" (= {:model "go" :ratio 1.5 :blade false :dataset-mib 32} (gc-opts/parse-gc "go:1.5:32")) nil)
+  (doseq [bad ["zgc:8" "go" "go:1" "go:x" "go:8:blade:0" "go:8:nope" "go:8:16:32"]]
+    (check (str "--gc " bad " refused")
+           (try (gc-opts/parse-gc bad) false (catch IllegalArgumentException _ true)) nil))
+  (let [t (gc-opts/gc-toml (gc-opts/parse-gc "g1:8:blade"))]
+    (check "[gc] section" (and (str/includes? t "model = \"g1\"") (str/includes? t "memory_limit_mib = 512")
+                               (str/includes? t "dataset_mib = 64") (str/includes? t "coordinated = true")) t))
+  (check "no --gc, no [gc]" (= "" (gc-opts/gc-toml nil)) nil))
 
 (defn leader-call
   "Sends req to the cluster, following `leader is` redirects and retrying
@@ -78,6 +107,9 @@
                                     (t/run-tests 'stutter.wire-test))]
     (swap! passed + pass)
     (swap! failed + fail error))
+  (println "sources and the --gc option")
+  (sources-read!)
+  (gc-opts!)
   (when (seq addrs)
     (try (live! (vec addrs))
          (catch clojure.lang.ExceptionInfo e
