@@ -130,6 +130,29 @@ def make(outdir):
     fig.savefig(os.path.join(outdir, "availability.png"), dpi=110)
     plt.close(fig)
 
+    res = os.path.join(outdir, "resources.ndjson")
+    if os.path.exists(res):
+        rows = [json.loads(line) for line in open(res) if line.strip()]
+        if rows:
+            fig, (ax, fx, sx) = plt.subplots(3, 1, figsize=(12, 7), sharex=True,
+                                             gridspec_kw={"height_ratios": [3, 2, 1]})
+            for h in sorted({r["node"] for r in rows}):
+                mine = [r for r in rows if r["node"] == h]
+                xs = [(r["time"] - t0) / 1e9 for r in mine]
+                ax.plot(xs, [r["rss_kb"] / 1024 for r in mine], lw=0.9, label=h)
+                fx.plot(xs, [r["fds"] for r in mine], lw=0.9, label=h)
+            shade(ax)
+            ax.set_ylabel("resident memory (MiB)")
+            ax.set_ylim(bottom=0)
+            ax.set_title("Replica resources over the campaign (kill -9 restarts reset a replica's RSS)")
+            ax.legend(loc="upper left", fontsize=8, ncol=4)
+            fx.set_ylabel("open files")
+            fx.set_ylim(bottom=0)
+            strip(sx)
+            fig.tight_layout()
+            fig.savefig(os.path.join(outdir, "resources.png"), dpi=110)
+            plt.close(fig)
+
 
 if __name__ == "__main__":
     make(sys.argv[1])
