@@ -52,12 +52,13 @@ VARIABLES
     msgs,          \* the network
     owner,         \* owner[b]: replica that started ballot b, or NoOwner
     chosen,        \* history: set of [slot, val, bal] committed by a leader quorum
+    votes,         \* history: votes[s], set of [acc, bal, val] accepted in slot s (see Voted)
     crashes,       \* number of crashes so far
     dur,           \* dur[r]: durable state [ballot, log, trimmed, snap] (ModelPersist)
     pend           \* pend[r]: queued writes, each [dur, out] (ModelPersist)
 
 vars == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-          kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
+          kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
 
 Slots    == 1..NumSlots
 Ballots  == 1..MaxBallot                    \* overridden by trace validation
@@ -114,26 +115,54 @@ Applied(r, v) == ApplyReqs(kv[r], sessions[r], Requests(v))
 ExecHistory(e, v) == Append(e, v)
 
 (***************************************************************************)
+(* Votes (history, for the invariants only)                                *)
+(***************************************************************************)
+\* The standard Paxos notion: acceptor a has voted for value v at ballot b
+\* in slot s once it acknowledged it (an Accepted message left) or holds it
+\* durably (its own instance, which a leader counts as its own vote and a
+\* promise reports to the next leader).  The spec adds to votes wherever
+\* messages leave or the durable log changes (Out, PersistUpTo, Crash).
+\* Votes of r: the instances of its durable log lg, and the Accepted
+\* messages among M.
+Voted(r, lg, M) ==
+    LET A == {m \in M : m.type = "Accepted"} IN
+    [s \in Slots |->
+        votes[s]
+        \cup (IF lg[s] # Empty THEN {[acc |-> r, bal |-> lg[s].bal, val |-> lg[s].val]} ELSE {})
+        \cup {[acc |-> m.from, bal |-> m.bal, val |-> m.val] : m \in {m \in A : m.slot = s}}]
+
+\* v is chosen in slot s: a majority voted for it at one ballot.
+IsChosen(s, v) ==
+    LET V == {x \in votes[s] : x.val = v}
+    IN  \E b \in {x.bal : x \in V} : Majority({x.acc : x \in {x \in V : x.bal = b}})
+
+(***************************************************************************)
 (* Persistence                                                             *)
 (***************************************************************************)
 Strip(l)  == [s \in Slots |-> [l[s] EXCEPT !.com = FALSE]]
-NoDur     == [ballot |-> 0, log |-> [s \in Slots |-> Empty], trimmed |-> 0, snap |-> NoSnap]
+NoLog     == [s \in Slots |-> Empty]
+NoDur     == [ballot |-> 0, log |-> NoLog, trimmed |-> 0, snap |-> NoSnap]
 \* The durable part of r's state after the current step (primed).
 DurNext(r) == [ballot |-> ballot'[r], log |-> Strip(log'[r]), trimmed |-> trimmed'[r], snap |-> snap'[r]]
 \* What a restart of r finds on disk.
 Durable(r) == IF ModelPersist THEN dur[r]
               ELSE [ballot |-> ballot[r], log |-> Strip(log[r]), trimmed |-> trimmed[r], snap |-> snap[r]]
 LastView(r) == IF pend[r] = <<>> THEN dur[r] ELSE pend[r][Len(pend[r])].dur
+DurableBallot(r) == IF ModelPersist THEN dur[r].ballot ELSE ballot[r]
 
 (***************************************************************************)
 (* MUTATION POINTS                                                         *)
 (***************************************************************************)
 \* An acceptor accepts an Accept at ballot b.
 AcceptOK(r, b) == b >= ballot[r]
+\* The promise of an acceptor after it accepted at ballot b.
+PromiseAfterAccept(r, b) == Max2(ballot[r], b)
 \* The leader's slot is committed once the acceptors in S acked it.
 CommitQuorum(S) == Majority(S)
 \* A follower commits, on a heartbeat of ballot b, an instance inst.
 FollowerCommitOK(inst, b) == inst.bal = b
+\* A replica executes the instance inst of its next slot.
+ExecuteOK(inst) == inst.com
 \* A replica may become leader of ballot b (its own) when its promises are in.
 LeaderGuard(r, b) == role[r] = "Candidate" /\ ballot[r] = b
 \* The ballot a new leader of ballot b takes.
@@ -160,13 +189,17 @@ HoldUntilDurable == TRUE
 Out(r, Now, Held) ==
     IF ~ModelPersist
     THEN /\ msgs' = msgs \cup Now \cup Held
+         /\ votes' = Voted(r, log'[r], Now \cup Held)
          /\ UNCHANGED <<dur, pend>>
     ELSE LET v == DurNext(r)
              L == Len(pend[r])
          IN  IF pend[r] = <<>> /\ v = dur[r]          \* nothing to wait for
              THEN /\ msgs' = msgs \cup Now \cup Held
+                  /\ votes' = Voted(r, NoLog, Now \cup Held)
                   /\ UNCHANGED <<dur, pend>>
-             ELSE /\ msgs' = msgs \cup Now \cup (IF HoldUntilDurable THEN {} ELSE Held)
+             ELSE LET sent == Now \cup (IF HoldUntilDurable THEN {} ELSE Held) IN
+                  /\ msgs' = msgs \cup sent
+                  /\ votes' = Voted(r, NoLog, sent)
                   /\ LET h == IF HoldUntilDurable THEN Held ELSE {} IN
                      pend' = [pend EXCEPT ![r] =
                                 IF v = LastView(r)    \* wait for the last write
@@ -191,6 +224,7 @@ Init ==
     /\ msgs = {}
     /\ owner = [b \in Ballots |-> NoOwner]
     /\ chosen = {}
+    /\ votes = [s \in Slots |-> {}]
     /\ crashes = 0
     /\ dur = [r \in Replicas |-> NoDur]
     /\ pend = [r \in Replicas |-> <<>>]
@@ -244,7 +278,7 @@ Reject(r, m) ==
     /\ \/ m.type \in {"Accept", "Heartbeat"} /\ m.bal < ballot[r]
        \/ m.type = "Prepare" /\ ~PrepareOK(r, m)
     /\ Send(Msg("Nack", r, m.from, ballot[r], m.slot, NoVal, lastExecuted[r], 0, NoEntries, NoSnap))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* Promises stay in msgs; BecomeLeader reads those of the promisers Q
 \* (HandlePromise of the implementation only records them: a stutter here).
@@ -310,7 +344,7 @@ StepDown(r) ==
 LoseQuorum(r) ==
     /\ FineSteps /\ up[r] /\ role[r] = "Leader"
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
 
 (***************************************************************************)
 (* Replication                                                             *)
@@ -329,13 +363,13 @@ Propose(r) == \E c \in Commands : ProposeValue(r, c)
 HandleAccept(r, m) ==
     /\ up[r] /\ m.type = "Accept" /\ For(r, m)
     /\ AcceptOK(r, m.bal)
-    /\ ballot' = [ballot EXCEPT ![r] = IF m.bal > @ THEN m.bal ELSE @]
+    /\ ballot' = [ballot EXCEPT ![r] = PromiseAfterAccept(r, m.bal)]
     /\ role' = [role EXCEPT ![r] = IF m.bal > ballot[r] THEN "Follower" ELSE @]
     /\ log' = [log EXCEPT ![r][m.slot] =
                  IF @.com \/ m.slot <= lastExecuted[r] \/ m.slot <= trimmed[r] THEN @
                  ELSE [bal |-> m.bal, val |-> m.val, com |-> FALSE]]
     /\ UNCHANGED <<up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
-    /\ Out(r, {}, {Msg("Accepted", r, m.from, m.bal, m.slot, NoVal, 0, 0, NoEntries, NoSnap)})
+    /\ Out(r, {}, {Msg("Accepted", r, m.from, m.bal, m.slot, m.val, 0, 0, NoEntries, NoSnap)})
 
 \* The leader commits slot s once a quorum accepted it at its ballot; its
 \* own vote counts once its instance is durable.
@@ -350,7 +384,7 @@ CommitSlot(r, s) ==
     /\ CommitQuorum(Acks(r, s))
     /\ log' = [log EXCEPT ![r][s].com = TRUE]
     /\ chosen' = chosen \cup {[slot |-> s, val |-> log[r][s].val, bal |-> ballot[r]]}
-    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, votes, crashes, dur, pend>>
 
 HandleAccepted(r) == \E s \in Slots : CommitSlot(r, s)
 
@@ -361,12 +395,12 @@ Execute(r) ==
     /\ LET s == lastExecuted[r] + 1
            v == log[r][s].val
            a == Applied(r, v)
-       IN /\ log[r][s] # Empty /\ log[r][s].com
+       IN /\ log[r][s] # Empty /\ ExecuteOK(log[r][s])
           /\ lastExecuted' = [lastExecuted EXCEPT ![r] = s]
           /\ exec' = [exec EXCEPT ![r] = ExecHistory(@, v)]
           /\ kv' = [kv EXCEPT ![r] = a.kv]
           /\ sessions' = [sessions EXCEPT ![r] = a.sessions]
-    /\ UNCHANGED <<ballot, role, up, log, trimmed, gle, peerLE, snap, msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, trimmed, gle, peerLE, snap, msgs, owner, chosen, votes, crashes, dur, pend>>
 
 
 (***************************************************************************)
@@ -376,7 +410,7 @@ SendHeartbeat(r) ==
     /\ up[r] /\ role[r] = "Leader"
     /\ Send(Msg("Heartbeat", r, Broadcast, ballot[r], 0, NoVal, lastExecuted[r], gle[r],
                 NoEntries, NoSnap))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* Slots a follower commits on heartbeat m: last_executed+1 .. m.le in order,
 \* skipping those already committed, while the instance exists and
@@ -419,7 +453,7 @@ HandleHeartbeatReply(r, m) ==
           /\ \E H \in SUBSET (Replicas \ {r}) :
                /\ m.from \in H
                /\ gle' = [gle EXCEPT ![r] = Max2(@, Min({lastExecuted[r]} \cup {pl[p] : p \in H}))]
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, snap, kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, snap, kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
 
 \* A follower's reply shows it lacks executed slots: the leader sends the
 \* instances m.le+1..hi (hi up to its last executed) ...
@@ -429,7 +463,7 @@ SendCatchUpTo(r, m, hi) ==
     /\ trimmed[r] <= m.le /\ m.le < hi /\ hi <= lastExecuted[r]
     /\ Send(Msg("CatchUp", r, m.from, ballot[r], 0, NoVal, hi, 0,
                 EntriesOf(r, (m.le + 1)..hi), NoSnap))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* ... or, if it trimmed them, its executed state.
 SendSnapshot(r, m) ==
@@ -437,7 +471,7 @@ SendSnapshot(r, m) ==
     /\ m.type = "HeartbeatReply" /\ m.to = r /\ m.bal = ballot[r]
     /\ m.le < trimmed[r]
     /\ Send(Msg("Snapshot", r, m.from, ballot[r], 0, NoVal, lastExecuted[r], 0, NoEntries, CurrentSnap(r)))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 SendCatchUp(r) ==
     \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in Slots : SendCatchUpTo(r, m, hi)
@@ -489,8 +523,10 @@ Trim(r) ==
 PersistUpTo(r, k) ==
     /\ ModelPersist /\ up[r]
     /\ 1 <= k /\ k <= Len(pend[r])
-    /\ dur' = [dur EXCEPT ![r] = pend[r][k].dur]
-    /\ msgs' = msgs \cup UNION {pend[r][i].out : i \in 1..k}
+    /\ LET out == UNION {pend[r][i].out : i \in 1..k} IN
+       /\ dur' = [dur EXCEPT ![r] = pend[r][k].dur]
+       /\ msgs' = msgs \cup out
+       /\ votes' = Voted(r, pend[r][k].dur.log, out)
     /\ pend' = [pend EXCEPT ![r] = SubSeq(@, k + 1, Len(@))]
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
 
@@ -503,7 +539,8 @@ Crash(r) ==
     /\ up' = [up EXCEPT ![r] = FALSE]
     /\ crashes' = crashes + 1
     /\ \E k \in 0..Len(pend[r]) :
-         dur' = [dur EXCEPT ![r] = IF k = 0 THEN @ ELSE pend[r][k].dur]
+         /\ dur' = [dur EXCEPT ![r] = IF k = 0 THEN @ ELSE pend[r][k].dur]
+         /\ votes' = IF k = 0 THEN votes ELSE Voted(r, pend[r][k].dur.log, {})
     /\ pend' = [pend EXCEPT ![r] = <<>>]
     /\ UNCHANGED <<ballot, role, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen>>
 
@@ -527,12 +564,12 @@ Restart(r) ==
        /\ exec' = [exec EXCEPT ![r] = D.snap.exec]
        /\ gle' = [gle EXCEPT ![r] = 0]
        /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
-    /\ UNCHANGED <<msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<msgs, owner, chosen, votes, crashes, dur, pend>>
 
 Drop ==
     /\ ModelDrop
     /\ \E m \in msgs : msgs' = msgs \ {m}
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 (***************************************************************************)
 Next ==
@@ -550,6 +587,9 @@ Next ==
 Spec == Init /\ [][Next]_vars
 
 Symmetry == Permutations(Replicas)
+\* Clients are symmetric too (each permutation of one set is a symmetry;
+\* TLC reduces by the permutations listed, a subset of the group is sound).
+SymmetryRC == Permutations(Replicas) \cup Permutations(Clients)
 
 (***************************************************************************)
 (* Invariants                                                              *)
@@ -570,6 +610,7 @@ TypeOK ==
     /\ sessions \in [Replicas -> [Clients -> 0..MaxSeq]]
     /\ owner \in [Ballots -> Replicas \cup {NoOwner}]
     /\ crashes \in 0..MaxCrashes
+    /\ votes \in [Slots -> SUBSET [acc : Replicas, bal : Ballots, val : Values]]
     /\ \A r \in Replicas : ModelPersist \/ pend[r] = <<>>
 
 \* At most one value is committed per slot, across replicas and over time.
@@ -602,6 +643,37 @@ AtMostOnce ==
 \* The log never drops an instance that is not executed.
 TrimmedExecuted == \A r \in Replicas : trimmed[r] <= lastExecuted[r]
 
-BallotMonotonic == [][\A r \in Replicas : ballot'[r] >= ballot[r]]_vars
+\* Every instance held as committed is chosen (a majority voted for its
+\* value at one ballot): committing takes a quorum, and so does every way
+\* a replica learns of a commit (heartbeat, catch-up, merge, restart).
+CommittedIsChosen ==
+    \A r \in Replicas, s \in Slots : log[r][s].com => IsChosen(s, log[r][s].val)
 
+\* Every executed value is chosen in its slot.  exec[r] holds the values
+\* of the slots up to lastExecuted[r]: all of them (Len = lastExecuted)
+\* or, in trace validation, only the last (docs/conformance.md).
+ExecutedIsChosen ==
+    \A r \in Replicas : \A i \in 1..Len(exec[r]) :
+       IsChosen(lastExecuted[r] - Len(exec[r]) + i, exec[r][i])
+
+\* An acceptor never holds an instance of a ballot above its promise, and
+\* every ballot it voted in is at most its durable promise (a vote counts
+\* only once the promise that covers it is on disk).
+AcceptedBelowPromise ==
+    /\ \A r \in Replicas, s \in Slots : log[r][s].bal <= ballot[r]
+    /\ \A s \in Slots : \A x \in votes[s] : x.bal <= DurableBallot(x.acc)
+
+\* Ballots never go down: the in-memory ballot while the replica stays up
+\* (with ModelPersist a crash loses a ballot not yet durable, so it may
+\* come back lower), and the durable ballot at any time.
+BallotMonotonic == [][\A r \in Replicas : up[r] /\ up'[r] => ballot'[r] >= ballot[r]]_vars
+DurableBallotMonotonic == [][\A r \in Replicas : DurableBallot(r)' >= DurableBallot(r)]_vars
+
+(***************************************************************************)
+(* State constraints for models that leave a feature out                  *)
+(***************************************************************************)
+\* No heartbeats: followers never commit, only leaders do (merge models).
+NoHeartbeats == \A m \in msgs : m.type # "Heartbeat"
+\* Nothing is executed (models of merging, where execution only shrinks promises).
+NoExecution == \A r \in Replicas : lastExecuted[r] = 0
 =============================================================================

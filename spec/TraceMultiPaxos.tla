@@ -22,14 +22,16 @@ VARIABLES
     ptags   \* ptags[r][i]: the persistence token of the write pend[r][i]
 
 \* Overrides (see the trace cfg): values are batches <<<<client, seq>>, ...>>,
-\* a no-op is the empty batch; the key-value state is not tracked.
+\* a no-op is the empty batch; the key-value state is not tracked, and of
+\* the executed values only the last is kept (ExecutedIsChosen reads exec
+\* as the values of the slots up to lastExecuted, here only the last one).
 \* Replica ids are integers here, so the string sentinels become integers.
 TraceBroadcast == -1
 TraceNoOwner == -2
 TraceNoop == <<>>
 TraceNoVal == <<<<0, 0>>>>
 TraceApplied(r, v) == [kv |-> kv[r], sessions |-> sessions[r]]
-TraceExecHistory(e, v) == e
+TraceExecHistory(e, v) == <<v>>
 
 E == Trace[l]
 
@@ -190,7 +192,7 @@ Prune ==
     /\ Unreadable # {}
     /\ msgs' = msgs \ Unreadable
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-                   kv, sessions, exec, owner, chosen, crashes, dur, pend, l, ptags>>
+                   kv, sessions, exec, owner, chosen, votes, crashes, dur, pend, l, ptags>>
 
 \* Crash is not logged: it happens just before the replica's Recover.
 SilentCrash ==
