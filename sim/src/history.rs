@@ -33,6 +33,9 @@ pub struct HistOp {
     pub value: u64,
     /// Cas: expected value (0 = absent).
     pub from: u64,
+    /// When the open-loop schedule meant it to start (≤ `invoke`: later
+    /// when the client's previous operation was still in flight).
+    pub intended: Time,
     pub invoke: Time,
     pub complete: Option<Time>,
     pub outcome: Outcome,

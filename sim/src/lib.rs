@@ -1,10 +1,28 @@
 //! stutter's deterministic simulator: the protocol core under seeded
-//! network, disk, CPU and GC-pause faults, checked on every run.
+//! network, disk, CPU, memory and fault models, checked on every run.
+//!
+//! One file per simulated component: `network`, `disk`, `cpu`, `memory`
+//! (a collector model from `stutter_gc` per replica), `node` (a replica
+//! process), `clients`, `faults`; `world` moves events between them.
+//! Checkers are in `check/`, one file per property. `parallel` runs many
+//! seeds on several threads, each run single-threaded.
 
+pub mod calibration;
 pub mod check;
+pub mod clients;
+pub mod cpu;
+pub mod disk;
+pub mod faults;
 pub mod history;
+pub mod memory;
+pub mod network;
+pub mod node;
+pub mod parallel;
+pub mod queue;
 pub mod rng;
 pub mod scenario;
+pub mod study;
+pub mod trace_hash;
 pub mod trace_value;
 pub mod world;
 

@@ -11,6 +11,13 @@ use stutter_sim::history::{self, Outcome};
 use stutter_sim::scenario::Scenario;
 use stutter_sim::world::RunOutput;
 
+// A run allocates and frees a message, a request or a trace event per
+// step: mimalloc does that in about half the instructions of glibc's
+// malloc (docs/simulator.md, "Speed and CI"). Allocation addresses never
+// reach the simulation, so runs stay the same.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "Deterministic simulation of stutter's MultiPaxos core under faults and GC pauses")]
 struct Args {
@@ -104,14 +111,109 @@ enum Cmd {
         /// Virtual seconds of client load per run.
         #[arg(long)]
         duration: Option<f64>,
+        /// Threads, each running whole seeds (default: every core). The
+        /// output is the same whatever the number.
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// Runs per second of 10-virtual-second runs with load and GC pauses.
     Bench {
         #[arg(long, default_value_t = 200)]
         runs: u64,
+        /// Threads, each running whole seeds (default 1: the figure per core).
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
     },
     /// List the named scenarios.
     Scenarios,
+    /// The GC study's measurements (docs/gc-study.md, scripts/gc-study).
+    Study {
+        #[command(subcommand)]
+        what: StudyCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum StudyCmd {
+    /// The highest offered rate whose p99 latency (from the intended
+    /// start) stays under the SLO; one JSON line on stdout.
+    Max {
+        #[command(flatten)]
+        setup: SetupArgs,
+        #[arg(long, default_value_t = 20.0)]
+        slo_ms: f64,
+        /// First rate tried (ops/s); doubled until the SLO is missed.
+        #[arg(long, default_value_t = 2_000.0)]
+        start: f64,
+        /// Relative precision of the bisection.
+        #[arg(long, default_value_t = 0.03)]
+        precision: f64,
+        /// Runs (seeds) a rate gets before it counts as missing the SLO.
+        #[arg(long, default_value_t = 1)]
+        attempts: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// One offered rate: latency (from the intended start and from the
+    /// send) and the busiest collector's CPU share over time; one JSON
+    /// line on stdout.
+    Run {
+        #[command(flatten)]
+        setup: SetupArgs,
+        #[arg(long)]
+        rate: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(clap::Args)]
+struct SetupArgs {
+    /// none (Rust, C++), go (Go-like) or g1 (Java's G1-like).
+    #[arg(long, default_value = "none")]
+    model: String,
+    /// Memory limit over data (GOMEMLIMIT or -Xmx over the data size).
+    #[arg(long, default_value_t = 8.0)]
+    ratio: f64,
+    #[arg(long, default_value_t = 1)]
+    cores: u32,
+    /// Data each replica holds, MiB.
+    #[arg(long, default_value_t = 64)]
+    dataset_mib: u64,
+    /// Virtual seconds of load per run, the first `warmup` not measured.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// YCSB workload: a (50 % reads) or b (95 % reads).
+    #[arg(long, default_value = "a")]
+    workload: String,
+    /// GC coordination in the manner of Blade (docs/protocol.md).
+    #[arg(long)]
+    blade: bool,
+}
+
+impl SetupArgs {
+    fn setup(&self) -> Result<stutter_sim::study::Setup> {
+        let read_fraction = match self.workload.as_str() {
+            "a" => 0.5,
+            "b" => 0.95,
+            w => bail!("unknown workload {w}: a or b"),
+        };
+        if !["none", "go", "g1"].contains(&self.model.as_str()) {
+            bail!("unknown model {}: none, go or g1", self.model);
+        }
+        Ok(stutter_sim::study::Setup {
+            model: self.model.clone(),
+            ratio: self.ratio,
+            cores: self.cores,
+            dataset: self.dataset_mib << 20,
+            duration: self.duration,
+            warmup: self.warmup,
+            read_fraction,
+            coordinated: self.blade,
+        })
+    }
 }
 
 fn scenario(name: &Option<String>, seed: u64) -> Result<Scenario> {
@@ -142,6 +244,20 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
         "  faults    {} pauses ({} ms stopped), {} crashes, {} partitions, {} messages dropped, {} duplicated",
         f.pauses, f.pause_ms_total, f.crashes, f.partitions, f.dropped_messages, f.duplicated_messages
     );
+    for (r, g) in &out.gc {
+        println!(
+            "  gc        replica {r} ({}): {} cycles, {} pauses (max {:.2} ms, {:.0} ms in all), collector CPU {:.1} % of {} core(s), active {:.0} % of the time, {} MiB allocated",
+            s.memory.gc.name(),
+            g.cycles,
+            g.pause_count(),
+            g.max_pause() as f64 / 1000.0,
+            g.pause_us / 1000.0,
+            100.0 * g.cpu_share(s.cores as f64),
+            s.cores,
+            100.0 * g.active_share(),
+            g.allocated >> 20
+        );
+    }
     println!("  executed  last slot per replica {:?}", out.final_last_executed);
     println!("  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
     if out.violations.is_empty() {
@@ -186,6 +302,54 @@ fn validate_trace(trace: &std::path::Path) -> Result<bool> {
         Some(1) => Ok(false),
         _ => bail!("{} failed on {}: {status}", script.display(), trace.display()),
     }
+}
+
+fn study(what: StudyCmd) -> Result<()> {
+    use stutter_sim::study;
+    match what {
+        StudyCmd::Max { setup, slo_ms, start, precision, attempts, seed } => {
+            let setup = setup.setup()?;
+            let t = Instant::now();
+            let found = study::max_rate(&setup, slo_ms, start, precision, attempts, seed).context("study setup")?;
+            if let Some(p) = found.probes.iter().find(|p| !p.safety.is_empty()) {
+                bail!("a study run broke safety at {} ops/s: {:?}", p.rate, p.safety);
+            }
+            eprintln!(
+                "{} ratio {} cores {}: max {:.0} ops/s at p99 <= {slo_ms} ms ({} runs, {:.1} s)",
+                setup.model,
+                setup.ratio,
+                setup.cores,
+                found.max_rate,
+                found.probes.len(),
+                t.elapsed().as_secs_f64()
+            );
+            println!("{}", serde_json::to_string(&found)?);
+        }
+        StudyCmd::Run { setup, rate, seed } => {
+            let setup = setup.setup()?;
+            let p = study::probe(&setup, rate, seed).context("study setup")?;
+            if !p.safety.is_empty() {
+                bail!("the run broke safety: {:?}", p.safety);
+            }
+            let tl = study::timeline(&setup, rate, seed).context("study setup")?;
+            eprintln!(
+                "{}{} ratio {} cores {} at {rate} ops/s: p99 {:.2} ms (from send {:.2} ms), max {:.2} ms, collector CPU {:.1} %, active {:.0} %, {} pauses, max pause {:.2} ms",
+                setup.model,
+                if setup.coordinated { "+blade" } else { "" },
+                setup.ratio,
+                setup.cores,
+                p.p99,
+                p.p99_from_send,
+                p.max,
+                100.0 * p.gc_share,
+                100.0 * p.gc_active,
+                p.gc_pauses,
+                p.gc_max_pause_ms
+            );
+            println!("{}", serde_json::json!({ "probe": p, "timeline": tl }));
+        }
+    }
+    Ok(())
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64)> {
@@ -247,50 +411,55 @@ fn main() -> Result<()> {
             let out = stutter_sim::run_traced(s, seed, Box::new(std::io::BufWriter::new(std::io::stdout())));
             eprintln!("trace hash {:016x}, {} violation(s)", out.trace_hash, out.violations.len());
         }
-        Cmd::Swarm { seeds, bug, fail_fast, duration } => {
+        Cmd::Swarm { seeds, bug, fail_fast, duration, jobs } => {
             let (a, b) = parse_range(&seeds)?;
+            let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
             let t = Instant::now();
             let mut failing = Vec::new();
-            let mut runs = 0u64;
-            for seed in a..b {
-                runs += 1;
+            let run = |seed: u64| {
                 let mut s = Scenario::from_seed(seed);
                 s.bug = bug.map(Bug::from);
                 if let Some(d) = duration {
                     s.duration = (d * 1e6) as u64;
                 }
                 let out = stutter_sim::run(s.clone(), seed);
-                if !out.violations.is_empty() {
-                    println!("FAIL seed {seed} ({}): {} — {}", s.name, out.violations[0].check, out.violations[0].detail);
-                    failing.push(seed);
-                    if fail_fast {
-                        break;
-                    }
-                }
-            }
+                out.violations.first().map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))
+            };
+            let runs = stutter_sim::parallel::in_order(a, b, jobs, run, |seed, fail| {
+                let Some(line) = fail else { return true };
+                println!("FAIL seed {line}");
+                failing.push(seed);
+                !fail_fast
+            });
             let secs = t.elapsed().as_secs_f64();
-            println!("swarm {a}..{b}: {runs} runs, {} failing, {:.1} runs/s", failing.len(), runs as f64 / secs.max(1e-9));
+            let rate = runs as f64 / secs.max(1e-9);
+            println!(
+                "swarm {a}..{b}: {runs} runs, {} failing, {rate:.1} runs/s = {:.0} runs/min on {jobs} thread(s)",
+                failing.len(),
+                rate * 60.0
+            );
             if !failing.is_empty() {
                 println!("failing seeds: {failing:?}");
                 bail!("{} failing seed(s)", failing.len());
             }
         }
-        Cmd::Bench { runs } => {
+        Cmd::Bench { runs, jobs } => {
+            let s = Scenario::named("gc-memory-pressure").context("preset")?;
             let t = Instant::now();
             let mut events = 0;
-            for seed in 0..runs {
-                let s = Scenario::named("gc-memory-pressure").context("preset")?;
-                let out = stutter_sim::run(s, seed);
-                events += out.events;
-            }
+            stutter_sim::parallel::in_order(0, runs, jobs, |seed| stutter_sim::run(s.clone(), seed).events, |_, e| {
+                events += e;
+                true
+            });
             let secs = t.elapsed().as_secs_f64();
             println!(
-                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
+                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses) on {jobs} thread(s) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
                 runs as f64 / secs,
                 runs as f64 / secs * 60.0,
                 events as f64 / secs
             );
         }
+        Cmd::Study { what } => study(what)?,
         Cmd::Scenarios => {
             for n in Scenario::names() {
                 println!("{n}");

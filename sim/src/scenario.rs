@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use stutter_core::{Bug, ReplicaId, Time};
 
+use crate::cpu::ServiceTable;
+use crate::memory::MemoryModel;
 use crate::rng::Rng;
 
 pub const MS: Time = 1_000;
@@ -80,12 +82,16 @@ pub struct Workload {
     pub keys: u64,
     /// Zipfian skew of key popularity (0.99 as in YCSB; 0 = uniform).
     pub zipf_theta: f64,
+    /// Bytes of a written value as the memory model counts it (values
+    /// themselves stay short numbers).
+    #[serde(default)]
+    pub value_size: u64,
 }
 
 impl Workload {
     /// YCSB-A-like: 50 % reads, the rest writes (and a few cas).
     pub fn ycsb_a() -> Workload {
-        Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.05, keys: 50, zipf_theta: 0.99 }
+        Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.05, keys: 50, zipf_theta: 0.99, value_size: 0 }
     }
 
     /// YCSB-B-like: 95 % reads, the rest writes (and a few cas).
@@ -120,6 +126,33 @@ pub struct Scenario {
     /// Explicit faults, in addition to (or, for shrinking, instead of) the
     /// ones drawn from the rates above.
     pub schedule: Vec<(Time, Fault)>,
+    /// Cores of each replica's processor.
+    #[serde(default = "one")]
+    pub cores: u32,
+    /// CPU µs per input.
+    #[serde(default)]
+    pub service: ServiceTable,
+    /// Each replica's heap and collector.
+    #[serde(default)]
+    pub memory: MemoryModel,
+    /// The core's pipeline window and batch size (Config::window, max_batch).
+    #[serde(default = "default_window")]
+    pub window: usize,
+    #[serde(default = "default_batch")]
+    pub max_batch: usize,
+    /// Config::trim_bytes (0 = trim by slots only).
+    #[serde(default)]
+    pub trim_bytes: u64,
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_window() -> usize {
+    8
+}
+fn default_batch() -> usize {
+    16
 }
 
 impl Scenario {
@@ -145,16 +178,26 @@ impl Scenario {
             bug: None,
             trim_every: 64,
             schedule: Vec::new(),
+            cores: 1,
+            service: ServiceTable::default(),
+            memory: MemoryModel::default(),
+            window: default_window(),
+            max_batch: default_batch(),
+            trim_bytes: 0,
         }
     }
 
-    pub fn names() -> [&'static str; 10] {
+    pub fn names() -> [&'static str; 14] {
         [
             "calm",
             "gc-frequent-short",
             "gc-rare-long",
             "gc-memory-pressure",
             "gc-correlated",
+            "gc-go",
+            "gc-g1",
+            "gc-go-blade",
+            "gc-g1-blade",
             "partitions",
             "crashes",
             "lossy",
@@ -171,6 +214,27 @@ impl Scenario {
             "gc-rare-long" => s.pauses = PauseProfile::preset("rare-long")?,
             "gc-memory-pressure" => s.pauses = PauseProfile::preset("memory-pressure")?,
             "gc-correlated" => s.pauses = PauseProfile::preset("correlated")?,
+            // Collector models: 16 MiB of data per replica, memory/data = 1.5,
+            // 500-byte values; pauses and CPU tax come from allocation.
+            "gc-go" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::go(16 << 20, 1.5);
+            }
+            "gc-g1" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::g1(16 << 20, 1.5);
+            }
+            // The same with GC coordination (Blade): grants, hand-offs.
+            "gc-go-blade" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::go(16 << 20, 1.5);
+                s.memory.coordinated = true;
+            }
+            "gc-g1-blade" => {
+                s.workload.value_size = 500;
+                s.memory = MemoryModel::g1(16 << 20, 1.5);
+                s.memory.coordinated = true;
+            }
             "partitions" => s.partition_rate = 0.8,
             "crashes" => s.crash_rate = 0.6,
             "lossy" => {
@@ -231,6 +295,25 @@ impl Scenario {
         s.workload.keys = r.range(3, 60);
         s.workload.zipf_theta = if r.chance(0.2) { 0.0 } else { 0.99 };
         s.trim_every = r.range(8, 256);
+        // A collector model in a third of the seeds, from a stream of its
+        // own so that the rest of the scenario a seed derives stays as it
+        // was before collector models existed.
+        let mut g = Rng::new(seed ^ 0x6c_0de1);
+        if g.chance(0.33) {
+            let dataset = g.range(4, 32) << 20;
+            let ratio = [8.0, 2.0, 1.5, 1.25][g.range(0, 3) as usize];
+            s.workload.value_size = g.range(16, 1_024);
+            s.cores = g.range(1, 4) as u32;
+            let go = g.chance(0.5);
+            s.memory = if go { MemoryModel::go(dataset, ratio) } else { MemoryModel::g1(dataset, ratio) };
+            s.memory.coordinated = g.chance(0.5);
+            s.name += &format!(
+                "+{}@{ratio}x{}c{}",
+                if go { "go" } else { "g1" },
+                s.cores,
+                if s.memory.coordinated { "+blade" } else { "" }
+            );
+        }
         s
     }
 

@@ -70,7 +70,7 @@ pub fn next_frame(buf: &[u8], from: usize) -> Result<Option<(std::ops::Range<usi
     let rest = buf.get(from..).unwrap_or(&[]);
     let Some(len) = rest.get(..4) else { return Ok(None) };
     let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
-    if len > wire::MAX_CLIENT_FRAME {
+    if len > wire::MAX_REPLY_FRAME {
         return Err(format!("reply frame of {len} bytes"));
     }
     if rest.len() < 4 + len {

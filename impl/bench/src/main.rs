@@ -1,8 +1,18 @@
 //! `bench`: open-loop load generator for stutter and, side by side in the
 //! same invocation, Replicant. See docs/performance.md.
 
+//!
+//! Module graph (one way): `main` → `open_loop` → `connection` → `tally`
+//! → `check`; `main` → `preload`; and below all of them the protocols and
+//! the workload: `framed_target` → `text_target` → `workload`, and `spec`.
+
+mod check;
+mod connection;
 mod framed_target;
-mod runner;
+mod open_loop;
+mod preload;
+mod spec;
+mod tally;
 mod text_target;
 mod workload;
 
@@ -13,7 +23,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
-use runner::{Protocol, RunResult, RunSpec};
+use spec::{Protocol, RunResult, RunSpec};
 use workload::{Distribution, Generator, Mix};
 
 #[derive(Parser, Debug)]
@@ -93,16 +103,6 @@ struct Args {
     seed: u64,
 }
 
-#[derive(serde::Deserialize)]
-struct ClusterFile {
-    replica: Vec<ReplicaEntry>,
-}
-
-#[derive(serde::Deserialize)]
-struct ReplicaEntry {
-    client_addr: String,
-}
-
 fn resolve(addrs: &[String]) -> Result<Vec<SocketAddr>> {
     let mut out = Vec::new();
     for a in addrs {
@@ -112,10 +112,10 @@ fn resolve(addrs: &[String]) -> Result<Vec<SocketAddr>> {
     Ok(out)
 }
 
-fn stutter_addrs(path: &PathBuf) -> Result<Vec<SocketAddr>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let cfg: ClusterFile = toml::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
-    resolve(&cfg.replica.into_iter().map(|r| r.client_addr).collect::<Vec<_>>())
+/// The client addresses of a stutter cluster, read by the replica's own
+/// config parser (so bench accepts exactly the files the replicas do).
+fn stutter_addrs(path: &std::path::Path) -> Result<Vec<SocketAddr>> {
+    stutter_replica::config::ClusterConfig::load(path)?.client_socket_addrs()
 }
 
 struct System {
@@ -180,7 +180,7 @@ impl Bench {
         }
         let t = std::time::Instant::now();
         let mut g = self.generator(0);
-        runner::preload(&self.spec(sys, 0.0), &mut g).await.with_context(|| format!("preloading {}", sys.name))?;
+        preload::preload(&self.spec(sys, 0.0), &mut g).await.with_context(|| format!("preloading {}", sys.name))?;
         eprintln!("{}: preloaded {} keys in {:.1}s", sys.name, self.args.keys, t.elapsed().as_secs_f64());
         sys.preloaded = true;
         Ok(())
@@ -188,7 +188,7 @@ impl Bench {
 
     async fn one(&self, sys: &mut System, rate: f64, salt: u64) -> Result<RunResult> {
         self.ensure_preloaded(sys).await?;
-        let r = runner::run(&self.spec(sys, rate), self.generator(salt), true);
+        let r = open_loop::run(&self.spec(sys, rate), self.generator(salt), true);
         print_row(sys.name, &r);
         if let Some(w) = &r.first_wrong {
             eprintln!("{}: WRONG ANSWER: {w}", sys.name);

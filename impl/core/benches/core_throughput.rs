@@ -45,7 +45,7 @@ impl Trio {
                     Output::Send { to, msg } => self.queue.push_back((to, Input::Message { from: id, msg })),
                     Output::Persist { token, .. } => self.queue.push_back((id, Input::Persisted { token })),
                     Output::Reply { .. } => self.replies += 1,
-                    Output::SetTimer { .. } | Output::Trace(_) => {}
+                    Output::SetTimer { .. } | Output::Collect { .. } | Output::Trace(_) => {}
                 }
             }
         }

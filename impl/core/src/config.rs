@@ -33,8 +33,28 @@ pub struct Config {
     pub catchup_max: usize,
     /// Emit [`crate::Output::Trace`] events (off on the hot path).
     pub trace: bool,
+    /// Coordinate garbage collections in the manner of Blade
+    /// (`docs/protocol.md`, "GC coordination"): a follower collects only
+    /// with the leader's grant, at most `n − majority` at once; a leader
+    /// due for a collection first hands leadership to an up-to-date
+    /// follower. Off: a collection the driver reports due starts at once.
+    pub gc_coordination: bool,
+    /// A grant the leader gave is counted until the follower reports the
+    /// collection done, or for this long at most.
+    pub gc_grant_timeout: Time,
+    /// A replica due for a collection that got no grant within this long
+    /// collects anyway.
+    pub gc_wait_max: Time,
+    /// A leader handing off waits at most this long for its in-flight
+    /// slots to commit and its chosen follower to catch up.
+    pub gc_transfer_wait: Time,
+    /// Run [`crate::Replica::check_invariants`] after every step (always
+    /// on in debug builds; the simulator turns it on in release builds).
+    pub check_invariants: bool,
     /// A deliberately injected protocol bug, for tests that prove the
-    /// checkers catch it. Always `None` in production.
+    /// checkers catch it. Exists only with the `injected-bugs` feature,
+    /// which production builds leave off.
+    #[cfg(feature = "injected-bugs")]
     pub injected_bug: Option<Bug>,
 }
 
@@ -53,6 +73,12 @@ impl Default for Config {
             trim_grace: 2_000_000,
             catchup_max: 512,
             trace: false,
+            gc_coordination: false,
+            gc_grant_timeout: 1_000_000,
+            gc_wait_max: 500_000,
+            gc_transfer_wait: 100_000,
+            check_invariants: false,
+            #[cfg(feature = "injected-bugs")]
             injected_bug: None,
         }
     }
@@ -60,11 +86,13 @@ impl Default for Config {
 
 impl Config {
     pub fn majority(&self) -> usize {
-        self.n / 2 + 1
+        crate::quorum::Quorum::new(self.n).majority()
     }
 }
 
-/// Known protocol bugs that can be switched on to test the checkers.
+/// Known protocol bugs that can be switched on to test the checkers
+/// (feature `injected-bugs`).
+#[cfg(feature = "injected-bugs")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Bug {
     /// The new leader ignores the promised logs: it keeps only its own
@@ -79,7 +107,8 @@ pub enum Bug {
     /// A follower commits up to the leader's last executed whatever the
     /// ballot of its instances.
     FollowerCommitAnyBallot,
-    /// The leader answers `Get` from its local state without the log.
+    /// Any replica answers `Get` from its local state, without the log or
+    /// a leadership check.
     LocalReads,
     /// A new leader replays the merged slots but leaves the gaps between
     /// them empty instead of filling them with no-ops.

@@ -38,7 +38,12 @@ impl DurableState {
                 }
                 if trimmed > self.trimmed {
                     self.trimmed = trimmed;
-                    self.accepted = self.accepted.split_off(&(trimmed + 1));
+                    // A corrupt log may name the last possible slot: then
+                    // nothing above it is kept (no overflow).
+                    self.accepted = match trimmed.0.checked_add(1) {
+                        Some(next) => self.accepted.split_off(&Slot(next)),
+                        None => BTreeMap::new(),
+                    };
                 }
             }
         }
@@ -48,7 +53,7 @@ impl DurableState {
     /// write-ahead log holds.
     pub fn to_records(&self) -> Vec<Record> {
         let mut out = Vec::with_capacity(self.accepted.len() + 2);
-        if self.ballot > 0 {
+        if self.ballot > Ballot::ZERO {
             out.push(Record::Ballot(self.ballot));
         }
         if let Some(s) = &self.snapshot {
@@ -68,20 +73,30 @@ mod tests {
     #[test]
     fn fold_keeps_highest_ballot_latest_accept_and_trims() {
         let mut d = DurableState::default();
-        d.apply(Record::Ballot(257));
-        d.apply(Record::Accept { slot: 1, ballot: 257, value: Value::Noop });
-        d.apply(Record::Accept { slot: 2, ballot: 257, value: Value::Noop });
-        d.apply(Record::Accept { slot: 2, ballot: 513, value: Value::Noop });
-        d.apply(Record::Ballot(2));
-        assert_eq!(d.ballot, 257);
-        assert_eq!(d.accepted.get(&2).map(|e| e.0), Some(513));
-        let snap = Arc::new(Snapshot { last_executed: 1, ..Default::default() });
-        d.apply(Record::Snapshot { trimmed: 1, snapshot: snap });
-        assert_eq!(d.accepted.keys().copied().collect::<Vec<_>>(), vec![2]);
+        d.apply(Record::Ballot(Ballot(257)));
+        d.apply(Record::Accept { slot: Slot(1), ballot: Ballot(257), value: Value::Noop });
+        d.apply(Record::Accept { slot: Slot(2), ballot: Ballot(257), value: Value::Noop });
+        d.apply(Record::Accept { slot: Slot(2), ballot: Ballot(513), value: Value::Noop });
+        d.apply(Record::Ballot(Ballot(2)));
+        assert_eq!(d.ballot, Ballot(257));
+        assert_eq!(d.accepted.get(&Slot(2)).map(|e| e.0), Some(Ballot(513)));
+        let snap = Arc::new(Snapshot { last_executed: Slot(1), ..Default::default() });
+        d.apply(Record::Snapshot { trimmed: Slot(1), snapshot: snap });
+        assert_eq!(d.accepted.keys().copied().collect::<Vec<_>>(), vec![Slot(2)]);
         let mut again = DurableState::default();
         for r in d.to_records() {
             again.apply(r);
         }
         assert_eq!(again, d);
+    }
+
+    #[test]
+    fn a_snapshot_record_at_the_last_slot_trims_everything_without_overflow() {
+        let mut d = DurableState::default();
+        d.apply(Record::Accept { slot: Slot(3), ballot: Ballot(1), value: Value::Noop });
+        let snap = Arc::new(Snapshot { last_executed: Slot(u64::MAX), ..Default::default() });
+        d.apply(Record::Snapshot { trimmed: Slot(u64::MAX), snapshot: snap });
+        assert_eq!(d.trimmed, Slot(u64::MAX));
+        assert!(d.accepted.is_empty());
     }
 }

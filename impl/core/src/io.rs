@@ -18,6 +18,9 @@ pub enum Timer {
     Election,
     /// Leader: time to send heartbeats.
     Heartbeat,
+    /// A replica due for a collection: time to collect without a grant,
+    /// or (leader) to hand off without waiting longer.
+    Gc,
 }
 
 #[derive(Clone, Debug)]
@@ -30,6 +33,11 @@ pub enum Input {
     Timer(Timer),
     /// Every [`Output::Persist`] with a token `≤ token` is durable.
     Persisted { token: u64 },
+    /// The driver's collector wants to collect; `headroom` is how many
+    /// bytes it may still allocate before it must (0: collect now).
+    GcDue { headroom: u64 },
+    /// The collection that [`Output::Collect`] started is over.
+    GcDone,
 }
 
 /// A write-ahead-log record. Replaying a replica's records in order through
@@ -53,5 +61,10 @@ pub enum Output {
     Persist { token: u64, records: Vec<Record> },
     /// Answer a client request that arrived at this replica.
     Reply { client: ClientId, seq: Seq, reply: Reply },
+    /// Collect now (answering [`Input::GcDue`]); report [`Input::GcDone`]
+    /// when the collection is over. `granted`: under a leader's grant;
+    /// otherwise uncoordinated (coordination off) or forced (no grant came
+    /// in time, or no headroom was left).
+    Collect { granted: bool },
     Trace(TraceEvent),
 }

@@ -11,16 +11,20 @@ pub mod durable;
 pub mod io;
 pub mod log;
 pub mod message;
+pub mod quorum;
 pub mod replica;
 pub mod state_machine;
 pub mod trace;
 pub mod types;
 
-pub use config::{Bug, Config};
+#[cfg(feature = "injected-bugs")]
+pub use config::Bug;
+pub use config::Config;
 pub use durable::DurableState;
 pub use io::{Input, Output, Record, Timer};
 pub use message::Message;
-pub use replica::Replica;
+pub use quorum::{Quorum, VoteSet};
+pub use replica::{Ignored, IgnoredCounts, Replica};
 pub use state_machine::{Outcome, Session, Snapshot};
 pub use trace::{Action, SlotSummary, StateSummary, TraceEvent};
 pub use types::*;

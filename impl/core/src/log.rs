@@ -29,7 +29,7 @@ impl Log {
 
     /// Highest slot holding an instance, or `trimmed` if none.
     pub fn last_index(&self) -> Slot {
-        self.trimmed + self.entries.len() as Slot
+        self.trimmed + self.entries.len() as u64
     }
 
     pub fn get(&self, slot: Slot) -> Option<&Instance> {
@@ -90,7 +90,7 @@ impl Log {
 
     /// Instances above `after`, in slot order.
     pub fn iter_from(&self, after: Slot) -> impl Iterator<Item = &Instance> {
-        let skip = after.saturating_sub(self.trimmed) as usize;
+        let skip = after.0.saturating_sub(self.trimmed.0) as usize;
         self.entries.iter().skip(skip).flatten()
     }
 
@@ -105,34 +105,38 @@ impl Log {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{InstanceState, Value};
+    use crate::types::{Ballot, InstanceState, Value};
 
-    fn inst(slot: Slot) -> Instance {
-        Instance { slot, ballot: 1, value: Value::Noop, state: InstanceState::InProgress }
+    fn inst(slot: u64) -> Instance {
+        Instance { slot: Slot(slot), ballot: Ballot(1), value: Value::Noop, state: InstanceState::InProgress }
+    }
+
+    fn slots<'a>(it: impl Iterator<Item = &'a Instance>) -> Vec<u64> {
+        it.map(|i| i.slot.0).collect()
     }
 
     #[test]
     fn put_get_trim() {
         let mut log = Log::default();
-        assert_eq!(log.last_index(), 0);
+        assert_eq!(log.last_index(), Slot(0));
         log.put(inst(3));
-        assert_eq!(log.last_index(), 3);
-        assert!(log.get(1).is_none());
-        assert_eq!(log.get(3).map(|i| i.slot), Some(3));
+        assert_eq!(log.last_index(), Slot(3));
+        assert!(log.get(Slot(1)).is_none());
+        assert_eq!(log.get(Slot(3)).map(|i| i.slot), Some(Slot(3)));
         log.put(inst(1));
-        log.trim(2);
-        assert_eq!(log.trimmed(), 2);
-        assert!(log.get(1).is_none());
-        assert_eq!(log.iter_from(0).map(|i| i.slot).collect::<Vec<_>>(), vec![3]);
+        log.trim(Slot(2));
+        assert_eq!(log.trimmed(), Slot(2));
+        assert!(log.get(Slot(1)).is_none());
+        assert_eq!(slots(log.iter_from(Slot(0))), vec![3]);
         log.put(inst(1)); // below the trim point: ignored
-        assert_eq!(log.last_index(), 3);
-        log.trim(5);
-        assert_eq!(log.last_index(), 5);
-        assert_eq!(log.trimmed(), 5);
+        assert_eq!(log.last_index(), Slot(3));
+        log.trim(Slot(5));
+        assert_eq!(log.last_index(), Slot(5));
+        assert_eq!(log.trimmed(), Slot(5));
         log.put(inst(7));
-        assert_eq!(log.last_index(), 7);
-        assert!(log.get(6).is_none());
-        assert_eq!(log.iter_from(0).map(|i| i.slot).collect::<Vec<_>>(), vec![7]);
+        assert_eq!(log.last_index(), Slot(7));
+        assert!(log.get(Slot(6)).is_none());
+        assert_eq!(slots(log.iter_from(Slot(0))), vec![7]);
     }
 
     #[test]
@@ -141,23 +145,23 @@ mod tests {
         for s in 1..=1000 {
             log.put(inst(s));
         }
-        log.trim(990);
+        log.trim(Slot(990));
         assert_eq!(log.unfreed(), 990);
-        assert_eq!(log.iter_from(0).map(|i| i.slot).collect::<Vec<_>>(), (991..=1000).collect::<Vec<_>>());
-        assert!(log.get(990).is_none());
-        assert_eq!(log.get(991).map(|i| i.slot), Some(991));
+        assert_eq!(slots(log.iter_from(Slot(0))), (991..=1000).collect::<Vec<_>>());
+        assert!(log.get(Slot(990)).is_none());
+        assert_eq!(log.get(Slot(991)).map(|i| i.slot), Some(Slot(991)));
         for s in 1001..=1100 {
             log.put(inst(s));
         }
         assert_eq!(log.unfreed(), 990 - 100 * FREE_PER_PUT);
         // A second trim before the first one's instances are all freed.
-        log.trim(1050);
+        log.trim(Slot(1050));
         assert_eq!(log.unfreed(), 990 - 100 * FREE_PER_PUT + 60);
-        assert_eq!(log.get(1051).map(|i| i.slot), Some(1051));
+        assert_eq!(log.get(Slot(1051)).map(|i| i.slot), Some(Slot(1051)));
         for s in 1101..=1400 {
             log.put(inst(s));
         }
         assert_eq!(log.unfreed(), 0);
-        assert_eq!(log.last_index(), 1400);
+        assert_eq!(log.last_index(), Slot(1400));
     }
 }

@@ -45,6 +45,16 @@ pub enum Message {
     /// Answer to `ReadProbe`, sent only by an acceptor whose ballot is not
     /// above `ballot` when it handles the probe.
     ReadProbeAck { ballot: Ballot, id: u64 },
+    /// GC coordination: a follower of `ballot` asks its leader for
+    /// permission to collect.
+    GcRequest { ballot: Ballot },
+    /// The leader of `ballot` grants it.
+    GcGrant { ballot: Ballot },
+    /// The follower's collection is over: the grant is free again.
+    GcDone { ballot: Ballot },
+    /// The leader of `ballot`, about to collect, tells the follower it
+    /// chose to start an election at once (no randomized wait).
+    TimeoutNow { ballot: Ballot },
 }
 
 impl Message {
@@ -59,7 +69,11 @@ impl Message {
             | Message::CatchUp { ballot, .. }
             | Message::InstallSnapshot { ballot, .. }
             | Message::ReadProbe { ballot, .. }
-            | Message::ReadProbeAck { ballot, .. } => *ballot,
+            | Message::ReadProbeAck { ballot, .. }
+            | Message::GcRequest { ballot }
+            | Message::GcGrant { ballot }
+            | Message::GcDone { ballot }
+            | Message::TimeoutNow { ballot } => *ballot,
         }
     }
 
@@ -76,6 +90,10 @@ impl Message {
             Message::InstallSnapshot { .. } => "InstallSnapshot",
             Message::ReadProbe { .. } => "ReadProbe",
             Message::ReadProbeAck { .. } => "ReadProbeAck",
+            Message::GcRequest { .. } => "GcRequest",
+            Message::GcGrant { .. } => "GcGrant",
+            Message::GcDone { .. } => "GcDone",
+            Message::TimeoutNow { .. } => "TimeoutNow",
         }
     }
 }

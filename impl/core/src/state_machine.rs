@@ -61,7 +61,7 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 /// `last_executed` and the same digest executed the same commands in the
 /// same slots (up to hash collisions): the checkers compare it.
 pub fn digest_step(prev: u64, slot: Slot, value: &Value) -> u64 {
-    let mut h = fnv(if prev == 0 { FNV_OFFSET } else { prev }, &slot.to_le_bytes());
+    let mut h = fnv(if prev == 0 { FNV_OFFSET } else { prev }, &slot.0.to_le_bytes());
     match value {
         Value::Noop => h = fnv(h, b"noop"),
         Value::Batch(reqs) => {
@@ -189,9 +189,9 @@ mod tests {
     #[test]
     fn digest_depends_on_slot_and_value() {
         let v = Value::Batch(std::sync::Arc::new(vec![put(1, 1, "k", "v")]));
-        let a = digest_step(0, 1, &v);
-        assert_ne!(a, digest_step(0, 2, &v));
-        assert_ne!(a, digest_step(0, 1, &Value::Noop));
-        assert_eq!(a, digest_step(0, 1, &v.clone()));
+        let a = digest_step(0, Slot(1), &v);
+        assert_ne!(a, digest_step(0, Slot(2), &v));
+        assert_ne!(a, digest_step(0, Slot(1), &Value::Noop));
+        assert_eq!(a, digest_step(0, Slot(1), &v.clone()));
     }
 }

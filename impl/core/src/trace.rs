@@ -68,6 +68,28 @@ pub enum Action {
     Persisted { token: u64 },
     /// Restarted from durable state.
     Recover,
+    /// GC coordination (`docs/protocol.md`). The driver reported a
+    /// collection due, with `headroom` bytes left before it must collect.
+    GcDue { headroom: u64 },
+    /// A follower due for a collection asked its leader `to` for a grant.
+    RequestGc { to: ReplicaId, ballot: Ballot },
+    /// Leader: a follower asked to collect; granted now or queued.
+    HandleGcRequest { from: ReplicaId, ballot: Ballot, granted: bool },
+    /// Leader: a grant was given to `to` (from the queue, or at once).
+    GrantGc { to: ReplicaId, ballot: Ballot },
+    /// A grant of the leader of `ballot` arrived.
+    HandleGcGrant { from: ReplicaId, ballot: Ballot },
+    /// The replica starts collecting: under a grant, or not (coordination
+    /// off, no grant in time, no headroom left).
+    Collect { granted: bool },
+    /// The collection is over.
+    GcDone,
+    /// Leader: a follower's collection is over (or its grant expired).
+    HandleGcDone { from: ReplicaId, ballot: Ballot, expired: bool },
+    /// Leader due for a collection: hands leadership to `to` and steps down.
+    TransferLeadership { to: ReplicaId, ballot: Ballot },
+    /// The leader of `ballot` asked this follower to start an election.
+    HandleTimeoutNow { from: ReplicaId, ballot: Ballot },
 }
 
 /// The replica's state after the step, compared by the trace spec.

@@ -9,27 +9,100 @@ use serde::{Deserialize, Serialize};
 pub type ReplicaId = u8;
 /// Virtual or real time in microseconds, always handed in by the driver.
 pub type Time = u64;
-/// A log index. Slots start at 1; 0 means "none".
-pub type Slot = u64;
-/// `round * 256 + id`; 0 means "none".
-pub type Ballot = u64;
 pub type ClientId = u64;
 pub type Seq = u64;
 
+/// A log index. Slots start at 1; 0 means "none". Serialized as the bare
+/// number (trace and wire formats are those of a `u64`).
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Slot(pub u64);
+
+/// `round * 256 + id`; 0 means "none". Serialized as the bare number.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Ballot(pub u64);
+
+impl Slot {
+    pub const ZERO: Slot = Slot(0);
+
+    /// Every slot from `first` to `last`, both included.
+    pub fn between(first: Slot, last: Slot) -> impl Iterator<Item = Slot> {
+        (first.0..=last.0).map(Slot)
+    }
+}
+
+/// A slot `n` places further.
+impl std::ops::Add<u64> for Slot {
+    type Output = Slot;
+    fn add(self, n: u64) -> Slot {
+        Slot(self.0 + n)
+    }
+}
+
+impl std::ops::AddAssign<u64> for Slot {
+    fn add_assign(&mut self, n: u64) {
+        self.0 += n;
+    }
+}
+
+/// How many slots `self` is above `other`.
+impl std::ops::Sub<Slot> for Slot {
+    type Output = u64;
+    fn sub(self, other: Slot) -> u64 {
+        self.0 - other.0
+    }
+}
+
+impl Ballot {
+    pub const ZERO: Ballot = Ballot(0);
+
+    /// The replica that owns (is the leader designated by) the ballot.
+    pub fn owner(self) -> ReplicaId {
+        (self.0 % 256) as ReplicaId
+    }
+
+    /// The smallest ballot owned by `id` that is strictly above this one.
+    /// Saturates instead of overflowing on absurd ballots a faulty peer
+    /// might send.
+    pub fn next_owned_by(self, id: ReplicaId) -> Ballot {
+        let above = self.0;
+        let candidate = (above / 256) * 256 + id as u64;
+        if candidate > above {
+            Ballot(candidate)
+        } else {
+            Ballot((above / 256).saturating_add(1).saturating_mul(256).saturating_add(id as u64))
+        }
+    }
+}
+
+// Both print as the bare number: in traces, transcripts and logs a ballot
+// or a slot is read as one.
+macro_rules! bare_number_format {
+    ($t:ty) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Display::fmt(&self.0, f)
+            }
+        }
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Display::fmt(&self.0, f)
+            }
+        }
+    };
+}
+bare_number_format!(Slot);
+bare_number_format!(Ballot);
+
 /// The replica that owns (is the leader designated by) a ballot.
 pub fn ballot_owner(ballot: Ballot) -> ReplicaId {
-    (ballot % 256) as ReplicaId
+    ballot.owner()
 }
 
 /// The smallest ballot owned by `id` that is strictly above `above`.
-/// Saturates instead of overflowing on absurd ballots a faulty peer might send.
 pub fn next_ballot(above: Ballot, id: ReplicaId) -> Ballot {
-    let candidate = (above / 256) * 256 + id as Ballot;
-    if candidate > above {
-        candidate
-    } else {
-        (above / 256).saturating_add(1).saturating_mul(256).saturating_add(id as Ballot)
-    }
+    above.next_owned_by(id)
 }
 
 /// A key-value operation.
@@ -140,17 +213,44 @@ mod tests {
 
     #[test]
     fn next_ballot_is_owned_and_strictly_higher() {
-        for above in [0u64, 1, 2, 255, 256, 257, 300, 511, 512, 1000] {
+        for above in [0u64, 1, 2, 255, 256, 257, 300, 511, 512, 1000].map(Ballot) {
             for id in [0u8, 1, 2, 7] {
                 let b = next_ballot(above, id);
                 assert!(b > above, "{b} > {above}");
                 assert_eq!(ballot_owner(b), id);
-                assert!(b - above <= 256, "smallest such ballot");
+                assert!(b.0 - above.0 <= 256, "smallest such ballot");
             }
         }
-        assert_eq!(next_ballot(0, 1), 1);
-        assert_eq!(next_ballot(0, 0), 256);
-        assert_eq!(next_ballot(258, 1), 513);
-        assert_eq!(next_ballot(258, 3), 259);
+        assert_eq!(next_ballot(Ballot(0), 1), Ballot(1));
+        assert_eq!(next_ballot(Ballot(0), 0), Ballot(256));
+        assert_eq!(next_ballot(Ballot(258), 1), Ballot(513));
+        assert_eq!(next_ballot(Ballot(258), 3), Ballot(259));
+        assert_eq!(next_ballot(Ballot(u64::MAX), 3).owner(), 255, "saturates");
+    }
+
+    #[test]
+    fn newtypes_serialize_and_print_as_bare_numbers() {
+        use std::hash::{Hash, Hasher};
+        struct Words(Vec<u64>);
+        impl Hasher for Words {
+            fn finish(&self) -> u64 {
+                0
+            }
+            fn write(&mut self, _: &[u8]) {
+                unreachable!("hashed as one u64")
+            }
+            fn write_u64(&mut self, i: u64) {
+                self.0.push(i)
+            }
+        }
+        let mut h = Words(Vec::new());
+        Slot(7).hash(&mut h);
+        Ballot(513).hash(&mut h);
+        assert_eq!(h.0, vec![7, 513], "the simulator's trace hash sees the same words as for a u64");
+        assert_eq!(format!("{} {:?} {:?}", Slot(7), Ballot(513), Some(Slot(2))), "7 513 Some(2)");
+        assert_eq!(Slot::between(Slot(3), Slot(5)).collect::<Vec<_>>(), vec![Slot(3), Slot(4), Slot(5)]);
+        assert_eq!(Slot(9) - Slot(4), 5);
+        assert_eq!(serde_json::to_string(&(Slot(7), Ballot(513))).unwrap(), "[7,513]");
+        assert_eq!(serde_json::from_str::<Ballot>("513").unwrap(), Ballot(513));
     }
 }

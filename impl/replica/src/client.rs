@@ -69,7 +69,7 @@ async fn connect(addr: &str, timeout: Duration) -> std::io::Result<Conn> {
 async fn round_trip(conn: &mut Conn, req: &ClientRequest, timeout: Duration) -> std::io::Result<ClientResponse> {
     let io = async {
         conn.1.write_all(&wire::encode(req)?).await?;
-        match wire::read_frame(&mut conn.0, wire::MAX_PEER_FRAME).await? {
+        match wire::read_frame(&mut conn.0, wire::MAX_REPLY_FRAME).await? {
             Some(body) => wire::decode::<ClientResponse>(&body),
             None => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")),
         }

@@ -16,6 +16,15 @@
 //!
 //! [storage]               # optional
 //! sync_interval_us = 1000 # at most one write-ahead-log fsync per interval
+//!
+//! [security]              # optional, but without it peers are unauthenticated
+//! cluster_secret_file = "secret"  # or cluster_secret = "..." (at least 16 bytes)
+//!
+//! [limits]                # optional; defaults below
+//! max_client_connections = 1024
+//! max_inflight_per_connection = 1024
+//! max_client_frame_kb = 4096
+//! max_peer_frame_mb = 256
 //! ```
 
 use std::net::SocketAddr;
@@ -59,6 +68,73 @@ pub struct Storage {
 /// Default of [`Storage::sync_interval_us`] (docs/performance.md).
 pub const DEFAULT_SYNC_INTERVAL_US: u64 = 1000;
 
+/// The cluster secret that authenticates replicas to each other
+/// (docs/replica.md, "Peer authentication"). Give one of the two.
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Security {
+    /// The secret itself (at least [`MIN_SECRET_LEN`] bytes).
+    pub cluster_secret: Option<String>,
+    /// A file holding the secret (a trailing newline is ignored); a
+    /// relative path is relative to the config file.
+    pub cluster_secret_file: Option<std::path::PathBuf>,
+}
+
+/// A shorter secret is refused: it could be guessed.
+pub const MIN_SECRET_LEN: usize = 16;
+
+/// Caps on what clients and peers can make a replica hold.
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Client connections served at once; one more is answered with an
+    /// error and closed.
+    pub max_client_connections: Option<usize>,
+    /// Requests of one framed connection waiting for their replies; past
+    /// it the replica stops reading that connection until replies go out.
+    pub max_inflight_per_connection: Option<usize>,
+    /// Largest client frame (or text line), KiB.
+    pub max_client_frame_kb: Option<usize>,
+    /// Largest peer frame, MiB. Snapshots travel in one frame: this must
+    /// hold the whole state machine.
+    pub max_peer_frame_mb: Option<usize>,
+}
+
+/// [`Limits`] with the defaults filled in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    pub max_client_connections: usize,
+    pub max_inflight_per_connection: usize,
+    pub max_client_frame: usize,
+    pub max_peer_frame: usize,
+}
+
+impl Default for Caps {
+    fn default() -> Caps {
+        Caps {
+            // Room for bench (128 connections by default) and YCSB many
+            // times over; each connection holds a socket and two small
+            // buffers (about 70 KiB).
+            max_client_connections: 1024,
+            max_inflight_per_connection: 1024,
+            max_client_frame: 4 << 20,
+            max_peer_frame: 256 << 20,
+        }
+    }
+}
+
+impl Limits {
+    pub fn caps(&self) -> Caps {
+        let d = Caps::default();
+        Caps {
+            max_client_connections: self.max_client_connections.unwrap_or(d.max_client_connections).max(1),
+            max_inflight_per_connection: self.max_inflight_per_connection.unwrap_or(d.max_inflight_per_connection).max(1),
+            max_client_frame: self.max_client_frame_kb.map_or(d.max_client_frame, |k| k.saturating_mul(1 << 10)).max(64),
+            max_peer_frame: self.max_peer_frame_mb.map_or(d.max_peer_frame, |m| m.saturating_mul(1 << 20)).max(1 << 20),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 pub struct ClusterConfig {
     pub replica: Vec<ReplicaAddr>,
@@ -66,19 +142,63 @@ pub struct ClusterConfig {
     pub protocol: Protocol,
     #[serde(default)]
     pub storage: Storage,
+    #[serde(default)]
+    pub security: Security,
+    #[serde(default)]
+    pub limits: Limits,
+    /// Where the file was read from (relative secret file paths start
+    /// there).
+    #[serde(skip)]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 impl ClusterConfig {
     pub fn load(path: &Path) -> Result<ClusterConfig> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let cfg: ClusterConfig = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let mut cfg: ClusterConfig = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        cfg.dir = path.parent().map(Path::to_path_buf);
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// The cluster secret, or `None` if the config names none (peers are
+    /// then unauthenticated). A secret that is too short, or both forms
+    /// at once, is an error.
+    pub fn cluster_secret(&self) -> Result<Option<Vec<u8>>> {
+        let s = &self.security;
+        let secret = match (&s.cluster_secret, &s.cluster_secret_file) {
+            (Some(_), Some(_)) => bail!("[security]: give cluster_secret or cluster_secret_file, not both"),
+            (Some(v), None) => v.as_bytes().to_vec(),
+            (None, Some(file)) => {
+                let path = match &self.dir {
+                    Some(dir) if file.is_relative() => dir.join(file),
+                    _ => file.clone(),
+                };
+                let mut bytes = std::fs::read(&path).with_context(|| format!("reading the cluster secret {}", path.display()))?;
+                while matches!(bytes.last(), Some(b'\n' | b'\r')) {
+                    bytes.pop();
+                }
+                bytes
+            }
+            (None, None) => return Ok(None),
+        };
+        if secret.len() < MIN_SECRET_LEN {
+            bail!("[security]: the cluster secret has {} bytes; it needs at least {MIN_SECRET_LEN}", secret.len());
+        }
+        Ok(Some(secret))
+    }
+
+    /// Client addresses resolved to socket addresses, in replica order.
+    pub fn client_socket_addrs(&self) -> Result<Vec<SocketAddr>> {
+        self.replica.iter().map(|r| resolve(&r.client_addr)).collect()
     }
 
     fn validate(&self) -> Result<()> {
         if self.replica.is_empty() {
             bail!("the config lists no [[replica]]");
+        }
+        if self.replica.len() > usize::from(ReplicaId::MAX) {
+            bail!("at most {} replicas", ReplicaId::MAX);
         }
         for (i, r) in self.replica.iter().enumerate() {
             if r.id as usize != i {
@@ -161,6 +281,37 @@ mod tests {
         assert_eq!(c.heartbeat_interval, 20_000);
         assert_eq!(c.window, 4);
         assert_eq!(c.election_timeout, stutter_core::Config::default().election_timeout);
+    }
+
+    fn with_security(extra: &str) -> ClusterConfig {
+        let text = format!("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n{extra}");
+        toml::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn cluster_secret_inline_from_a_file_absent_or_too_short() {
+        assert_eq!(with_security("").cluster_secret().unwrap(), None);
+        let inline = with_security("[security]\ncluster_secret = \"0123456789abcdef\"\n");
+        assert_eq!(inline.cluster_secret().unwrap(), Some(b"0123456789abcdef".to_vec()));
+        assert!(with_security("[security]\ncluster_secret = \"short\"\n").cluster_secret().is_err());
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret"), "a secret read from a file\n").unwrap();
+        let mut from_file = with_security("[security]\ncluster_secret_file = \"secret\"\n");
+        from_file.dir = Some(dir.path().to_path_buf());
+        assert_eq!(from_file.cluster_secret().unwrap(), Some(b"a secret read from a file".to_vec()));
+        let both = with_security("[security]\ncluster_secret = \"0123456789abcdef\"\ncluster_secret_file = \"x\"\n");
+        assert!(both.cluster_secret().is_err());
+        let missing = with_security("[security]\ncluster_secret_file = \"/nonexistent/secret\"\n");
+        assert!(missing.cluster_secret().is_err());
+    }
+
+    #[test]
+    fn limits_default_and_override() {
+        assert_eq!(with_security("").limits.caps(), Caps::default());
+        let c = with_security("[limits]\nmax_client_frame_kb = 8\nmax_peer_frame_mb = 2\nmax_client_connections = 3\n").limits.caps();
+        assert_eq!((c.max_client_frame, c.max_peer_frame, c.max_client_connections), (8 << 10, 2 << 20, 3));
+        assert!(toml::from_str::<ClusterConfig>("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[limits]\nmax_frame = 1\n").is_err());
     }
 
     #[test]

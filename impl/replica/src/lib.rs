@@ -4,6 +4,7 @@
 pub mod client;
 pub mod config;
 pub mod node;
+pub mod peer_auth;
 pub mod text;
 pub mod wal;
 pub mod wire;

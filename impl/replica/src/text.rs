@@ -5,17 +5,15 @@
 //! `retry` when no leader is known); busy → `retry`; anything else →
 //! `error ...`. Keys and values are single space-free tokens.
 
+//!
+//! This module is the protocol's codec only (it knows nothing of the
+//! node); `node::text_session` serves a connection with it.
+
 use bytes::Bytes;
-use stutter_core::{ClientId, Op, Reply, Request};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, oneshot};
+use stutter_core::{Op, Reply};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
-use crate::node::Event;
 use crate::wire::ClientResponse;
-
-/// Longest accepted request line.
-const MAX_LINE: usize = 1 << 20;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
@@ -73,64 +71,37 @@ pub fn render_into(resp: &ClientResponse, out: &mut Vec<u8>) {
     out.extend_from_slice(&line);
 }
 
-/// Serves one text connection. Requests are handed to the protocol loop one
-/// at a time: the next line is read only once the previous one is
-/// answered, so replies come back in request order (the protocol has no
-/// request ids) and the connection, a client of its own, never has two
-/// requests outstanding (the core assumes that of every client; reads, which
-/// bypass the log, would otherwise overtake the writes sent before them).
-pub async fn serve(mut r: BufReader<OwnedReadHalf>, mut w: OwnedWriteHalf, tx: mpsc::UnboundedSender<Event>, client: ClientId) -> std::io::Result<()> {
-    let (ctx, mut crx) = mpsc::unbounded_channel::<ClientResponse>();
-    let mut seq = 0u64;
-    let mut line = Vec::new();
-    let mut out = Vec::new();
+/// What [`read_line`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A request line, in the buffer without its line ending.
+    Request,
+    /// The end of the stream.
+    End,
+    /// A line longer than the cap: the connection is out of step.
+    TooLong,
+}
+
+/// Reads the next non-empty request line into `line`, without its line
+/// ending (a last line without a newline at the end of the stream still
+/// counts). The buffer grows with the bytes that arrive, up to `max` + 1.
+pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize, line: &mut Vec<u8>) -> std::io::Result<Line> {
     loop {
         line.clear();
-        let n = (&mut r).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).await?;
+        let n = (&mut *r).take(max as u64 + 1).read_until(b'\n', line).await?;
         if n == 0 {
-            return Ok(());
+            return Ok(Line::End);
         }
-        if line.last() != Some(&b'\n') && line.len() > MAX_LINE {
-            write_reply(&mut w, &mut out, &ClientResponse::Error("line too long".into())).await?;
-            return Ok(());
+        if line.last() != Some(&b'\n') && line.len() > max {
+            return Ok(Line::TooLong);
         }
-        // A last line without a newline at end of stream is still a request.
         while matches!(line.last(), Some(b'\n' | b'\r')) {
             line.pop();
         }
-        if line.is_empty() {
-            continue;
+        if !line.is_empty() {
+            return Ok(Line::Request);
         }
-        let resp = match parse(&line) {
-            Ok(Command::Op(op)) => {
-                seq += 1;
-                if tx.send(Event::Client { conn: ctx.clone(), req: Request { client, seq, op } }).is_err() {
-                    return Ok(());
-                }
-                match crx.recv().await {
-                    Some(resp) => resp,
-                    None => return Ok(()),
-                }
-            }
-            Ok(Command::Status) => {
-                let (otx, orx) = oneshot::channel();
-                let _ = tx.send(Event::Status(otx));
-                match orx.await {
-                    Ok(s) => ClientResponse::Status(s),
-                    Err(_) => return Ok(()),
-                }
-            }
-            Err(e) => ClientResponse::Error(e),
-        };
-        write_reply(&mut w, &mut out, &resp).await?;
     }
-}
-
-async fn write_reply(w: &mut OwnedWriteHalf, out: &mut Vec<u8>, resp: &ClientResponse) -> std::io::Result<()> {
-    out.clear();
-    render_into(resp, out);
-    out.push(b'\n');
-    w.write_all(out).await
 }
 
 #[cfg(test)]
@@ -154,6 +125,20 @@ mod tests {
         for bad in [&b"get"[..], b"put k", b"frobnicate x", b"\xff\xfe", b"get a b", b""] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn lines_are_split_trimmed_and_capped() {
+        let mut r: &[u8] = b"get a\r\n\n\nput k v\nlast";
+        let mut line = Vec::new();
+        let mut got = Vec::new();
+        while read_line(&mut r, 16, &mut line).await.unwrap() == Line::Request {
+            got.push(String::from_utf8(line.clone()).unwrap());
+        }
+        assert_eq!(got, ["get a", "put k v", "last"]);
+        let mut r: &[u8] = b"put k 0123456789abcdef\nget k\n";
+        assert_eq!(read_line(&mut r, 16, &mut line).await.unwrap(), Line::TooLong);
+        assert!(line.len() <= 17);
     }
 
     #[test]

@@ -1,21 +1,23 @@
 //! Wire formats: length-delimited binary frames (u32 big-endian length, then
-//! bincode) between peers and for stutter's own client protocol.
+//! bincode) for stutter's own client protocol, and the same frames (with a
+//! MAC after each, see `peer_auth`) between peers.
+//!
+//! A frame's length is checked against the reader's cap before anything is
+//! allocated, and its body is then allocated as its bytes arrive (in steps
+//! of [`READ_CHUNK`]), so a length prefix alone costs the reader nothing:
+//! only bytes really sent take memory.
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use stutter_core::{Ballot, ClientId, Message, Op, ReplicaId, Reply, Role, Seq, Slot};
+use stutter_core::{Ballot, ClientId, Op, ReplicaId, Reply, Role, Seq, Slot};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Peer frames may carry snapshots: allow large ones.
-pub const MAX_PEER_FRAME: usize = 512 << 20;
-/// Client requests are small.
+/// Default cap on a client request frame (config: `[limits]`).
 pub const MAX_CLIENT_FRAME: usize = 4 << 20;
-
-/// What one peer sends another: every frame names its sender.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct PeerFrame {
-    pub from: ReplicaId,
-    pub msg: Message,
-}
+/// Cap on a reply frame as the client library reads it: a reply holds at
+/// most one value of a request the replica accepted, or a status.
+pub const MAX_REPLY_FRAME: usize = 2 * MAX_CLIENT_FRAME;
+/// A frame body is allocated at most this far ahead of its bytes.
+pub const READ_CHUNK: usize = 64 << 10;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
@@ -65,20 +67,45 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> std::io::Result<T> {
     bincode::deserialize(body).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// Reads one frame body; `Ok(None)` on a clean end of stream.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+/// The error of a frame longer than the reader's cap.
+pub fn oversize(len: usize, max: usize) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame of {len} bytes exceeds the limit of {max}"))
+}
+
+/// Reads a frame's length prefix; `Ok(None)` on a clean end of stream
+/// (before the first byte of the prefix).
+pub async fn read_len<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Option<usize>> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
+        Ok(_) => Ok(Some(u32::from_be_bytes(len) as usize)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
     }
-    let len = u32::from_be_bytes(len) as usize;
+}
+
+/// Reads `len` bytes into `body` (cleared first), allocating as they
+/// arrive: at most [`READ_CHUNK`] ahead of what was received (and the
+/// vector's doubling), never `len` up front.
+pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize, body: &mut Vec<u8>) -> std::io::Result<()> {
+    body.clear();
+    while body.len() < len {
+        let start = body.len();
+        let step = (len - start).min(READ_CHUNK);
+        body.resize(start + step, 0);
+        r.read_exact(&mut body[start..]).await?;
+    }
+    Ok(())
+}
+
+/// Reads one frame body; `Ok(None)` on a clean end of stream. A length
+/// above `max` is an error before anything is allocated.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Option<Vec<u8>>> {
+    let Some(len) = read_len(r).await? else { return Ok(None) };
     if len > max {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame of {len} bytes exceeds {max}")));
+        return Err(oversize(len, max));
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).await?;
+    let mut body = Vec::new();
+    read_body(r, len, &mut body).await?;
     Ok(Some(body))
 }
 
@@ -107,12 +134,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn peer_frames_round_trip() {
-        let f = PeerFrame { from: 2, msg: Message::Prepare { ballot: 258, last_executed: 4 } };
-        let bytes = encode(&f).unwrap();
-        let body = read_frame(&mut &bytes[..], MAX_PEER_FRAME).await.unwrap().unwrap();
-        let back: PeerFrame = decode(&body).unwrap();
-        assert_eq!(back.from, 2);
-        assert_eq!(back.msg, f.msg);
+    async fn a_body_longer_than_one_chunk_arrives_whole() {
+        let big: Vec<u8> = (0..3 * READ_CHUNK + 17).map(|i| i as u8).collect();
+        let bytes = encode(&big).unwrap();
+        let body = read_frame(&mut &bytes[..], 1 << 20).await.unwrap().unwrap();
+        assert_eq!(decode::<Vec<u8>>(&body).unwrap(), big);
     }
 }

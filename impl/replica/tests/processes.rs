@@ -1,6 +1,6 @@
 //! Three real `replica` processes on loopback: serving, failover after
 //! kill -9, recovery of every acknowledged write from the write-ahead logs,
-//! and bad client input.
+//! bad client input, caps, and peers without the cluster secret.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -8,34 +8,49 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use stutter_core::{Op, ReplicaId, Reply, Role};
+use stutter_core::{Ballot, Message, Op, ReplicaId, Reply, Role, Slot};
 use stutter_replica::client::{self, Client};
+use stutter_replica::peer_auth::{self, ClusterKey, HandshakeError};
+use stutter_replica::wire::{self, ClientRequest, ClientResponse};
 
 struct Cluster {
     dir: tempfile::TempDir,
     config: PathBuf,
     clients: Vec<String>,
+    peers: Vec<String>,
     procs: Vec<Option<Child>>,
 }
+
+const SECRET: &str = "test cluster secret, 32 bytes..";
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
 }
 
 impl Cluster {
+    /// Three replicas sharing [`SECRET`].
     fn new() -> Cluster {
+        Cluster::with(&format!("[security]\ncluster_secret = \"{SECRET}\"\n"))
+    }
+
+    /// Three replicas; `extra` is appended to the config.
+    fn with(extra: &str) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut toml = String::new();
         let mut clients = Vec::new();
+        let mut peers = Vec::new();
         for id in 0..3 {
             let c = format!("127.0.0.1:{}", free_port());
-            toml += &format!("[[replica]]\nid = {id}\npeer_addr = \"127.0.0.1:{}\"\nclient_addr = \"{c}\"\n\n", free_port());
+            let p = format!("127.0.0.1:{}", free_port());
+            toml += &format!("[[replica]]\nid = {id}\npeer_addr = \"{p}\"\nclient_addr = \"{c}\"\n\n");
             clients.push(c);
+            peers.push(p);
         }
         toml += "[protocol]\nheartbeat_ms = 20\nelection_timeout_ms = 150\nelection_jitter_ms = 150\ntrim_every = 64\n";
+        toml += extra;
         let config = dir.path().join("cluster.toml");
         std::fs::write(&config, toml).expect("write config");
-        let mut c = Cluster { dir, config, clients, procs: vec![None, None, None] };
+        let mut c = Cluster { dir, config, clients, peers, procs: vec![None, None, None] };
         for id in 0..3 {
             c.start(id);
         }
@@ -55,6 +70,10 @@ impl Cluster {
             .spawn()
             .expect("spawn replica");
         self.procs[id] = Some(child);
+    }
+
+    fn log(&self, id: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("replica-{id}.log"))).unwrap_or_default()
     }
 
     fn kill(&mut self, id: usize) {
@@ -235,8 +254,8 @@ fn garbage_on_the_client_port_gets_an_error_and_the_cluster_keeps_serving() {
     std::io::Read::read_exact(&mut s, &mut hdr).expect("error frame");
     let mut body = vec![0u8; u32::from_be_bytes(hdr) as usize];
     std::io::Read::read_exact(&mut s, &mut body).expect("error body");
-    let resp: stutter_replica::wire::ClientResponse = stutter_replica::wire::decode(&body).expect("decodes");
-    assert!(matches!(resp, stutter_replica::wire::ClientResponse::Error(_)), "{resp:?}");
+    let resp: ClientResponse = wire::decode(&body).expect("decodes");
+    assert!(matches!(resp, ClientResponse::Error(_)), "{resp:?}");
 
     // An oversized frame header, a connection dropped mid-frame, random bytes.
     for junk in [&[0x00, 0xff, 0xff, 0xff, 1][..], &[0, 0, 0, 100, 1, 2][..], &[0x17, 0x03, 0x01, 0x00, 0xff][..]] {
@@ -284,4 +303,189 @@ fn cas_and_redirects_through_the_text_protocol() {
     assert_eq!(got, vec![format!("leader is {}", cl.clients[leader])]);
     let got = talk(&cl.clients[leader], &["cas k - 1", "cas k - 2", "cas k 1 2", "get k", "del k", "get k"]);
     assert_eq!(got, vec!["ok", "fail 1", "ok", "2", "ok", ""]);
+}
+
+/// Reads one framed reply, if the connection gives one.
+fn read_reply(s: &mut TcpStream) -> Option<ClientResponse> {
+    let mut hdr = [0u8; 4];
+    std::io::Read::read_exact(s, &mut hdr).ok()?;
+    let mut body = vec![0u8; u32::from_be_bytes(hdr) as usize];
+    std::io::Read::read_exact(s, &mut body).ok()?;
+    wire::decode(&body).ok()
+}
+
+/// Whether the other end closed `s` (read returns 0 or fails) within 5 s.
+fn closed_by_peer(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut buf = [0u8; 256];
+    loop {
+        match std::io::Read::read(s, &mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => return !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        }
+    }
+}
+
+#[test]
+fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_the_leader() {
+    let cl = Cluster::new();
+    let rt = rt();
+    let mut c = cl.client();
+    assert_eq!(rt.block_on(c.call(put("before", "v-before"))).expect("put"), Reply::Done);
+    let leader = cl.leader(Duration::from_secs(5)).expect("leader");
+    let before = rt.block_on(client::status(&cl.clients[leader], Duration::from_secs(1))).expect("status");
+    let impostor = ((leader + 1) % 3) as ReplicaId;
+
+    // The handshake of a process that claims to be another replica but
+    // holds another secret, or none: refused.
+    for secret in [Some(&b"not the cluster secret at all"[..]), None] {
+        let key = ClusterKey::new(secret);
+        let r = rt.block_on(async {
+            let mut s = tokio::net::TcpStream::connect(&cl.peers[leader]).await.expect("connect");
+            peer_auth::dial(&mut s, &key, impostor, leader as ReplicaId).await
+        });
+        assert!(matches!(r, Err(HandshakeError::BadTag)), "{:?}", r.err());
+    }
+    // The frames of the protocol before authentication: a Prepare with a
+    // huge ballot "from" a member, sent without a handshake. The replica
+    // reads them as a (bad) handshake and closes the connection.
+    let forged = (impostor, Message::Prepare { ballot: Ballot(1 << 40), last_executed: Slot(0) });
+    let mut s = TcpStream::connect(&cl.peers[leader]).expect("connect");
+    let _ = s.write_all(&wire::encode(&forged).expect("encode"));
+    assert!(closed_by_peer(&mut s), "a connection without the handshake is closed");
+    // A 512 MiB length prefix where the handshake should be: closed too.
+    let mut s = TcpStream::connect(&cl.peers[leader]).expect("connect");
+    let _ = s.write_all(&(512u32 << 20).to_be_bytes());
+    let _ = s.write_all(&[0u8; 64]);
+    assert!(closed_by_peer(&mut s), "a length prefix is not a handshake");
+
+    // Nothing changed: the same leader at the same ballot, still serving.
+    let mut c = cl.client();
+    assert_eq!(rt.block_on(c.call(put("after", "v-after"))).expect("put"), Reply::Done);
+    let after = rt.block_on(client::status(&cl.clients[leader], Duration::from_secs(1))).expect("status");
+    assert_eq!((after.role, after.ballot), (Role::Leader, before.ballot), "the leader was not unseated");
+    let log = cl.log(leader);
+    assert!(log.contains("peer handshake refused"), "the refusals are logged:\n{log}");
+    assert!(log.contains("MAC mismatch") || log.contains("not a stutter peer"), "{log}");
+}
+
+#[test]
+fn without_a_secret_the_cluster_serves_and_says_peers_are_unauthenticated() {
+    let cl = Cluster::with("");
+    let rt = rt();
+    let mut c = cl.client();
+    assert_eq!(rt.block_on(c.call(put("k", "v-k"))).expect("put"), Reply::Done);
+    assert_eq!(rt.block_on(c.call(get("k"))).expect("get"), Reply::Value(Some("v-k".into())));
+    assert!(cl.log(0).contains("NOT authenticated"), "{}", cl.log(0));
+}
+
+#[test]
+fn replicas_with_different_secrets_form_no_cluster() {
+    let mut cl = Cluster::new();
+    for id in 0..3 {
+        cl.kill(id);
+    }
+    // Replica 2 restarts with a config of its own that names another secret.
+    let other = cl.dir.path().join("other.toml");
+    let text = std::fs::read_to_string(&cl.config).expect("config").replace(SECRET, "a different secret, 32 bytes....");
+    std::fs::write(&other, text).expect("write");
+    cl.start(0);
+    cl.start(1);
+    let log = std::fs::File::create(cl.dir.path().join("replica-2.log")).expect("log");
+    let child = Command::new(env!("CARGO_BIN_EXE_replica"))
+        .args(["--config", path(&other), "--id", "2", "--data-dir", path(&cl.data(2))])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn");
+    cl.procs[2] = Some(child);
+    // 0 and 1 still form a majority and serve; 2 never learns the leader.
+    let mut c = cl.client();
+    assert_eq!(rt().block_on(c.call(put("k", "v-k"))).expect("put"), Reply::Done);
+    std::thread::sleep(Duration::from_millis(500));
+    let s2 = rt().block_on(client::status(&cl.clients[2], Duration::from_secs(1))).expect("status of 2");
+    assert_ne!(s2.role, Role::Leader);
+    let s0 = rt().block_on(client::status(&cl.clients[0], Duration::from_secs(1))).expect("status of 0");
+    assert!(s2.last_executed < s0.last_executed, "replica 2 received nothing: {s2:?} vs {s0:?}");
+    assert!(cl.log(2).contains("MAC mismatch"), "{}", cl.log(2));
+}
+
+#[test]
+fn an_oversized_client_frame_gets_an_error_and_the_connection_closes() {
+    let cl = Cluster::new();
+    let rt = rt();
+    let mut c = cl.client();
+    assert_eq!(rt.block_on(c.call(put("x", "v-x"))).expect("put"), Reply::Done);
+    let leader = cl.leader(Duration::from_secs(5)).expect("leader");
+    // The largest length a framed client can announce (its first byte is
+    // 0), above the 4 MiB cap: an error frame, then closed.
+    let mut s = TcpStream::connect(&cl.clients[leader]).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    s.write_all(&0x00ff_ffffu32.to_be_bytes()).expect("write");
+    s.write_all(&[1u8; 100]).expect("write");
+    match read_reply(&mut s) {
+        Some(ClientResponse::Error(e)) => assert!(e.contains("exceeds the limit"), "{e}"),
+        other => panic!("expected an error frame, got {other:?}"),
+    }
+    assert!(closed_by_peer(&mut s));
+    // A 512 MiB length prefix starts with 0x20: on the client port that is
+    // a text line (allocating as its bytes come, capped), here a bad one.
+    let mut s = TcpStream::connect(&cl.clients[leader]).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    s.write_all(&(512u32 << 20).to_be_bytes()).expect("write");
+    s.write_all(&[1u8; 100]).expect("write");
+    s.write_all(b"\n").expect("write");
+    let mut line = String::new();
+    let _ = BufReader::new(s.try_clone().expect("clone")).read_line(&mut line);
+    assert_eq!(line, "error bad command\n");
+    // A text line over the cap: an error line, then closed.
+    let mut s = TcpStream::connect(&cl.clients[leader]).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let long = format!("put k {}\n", "v".repeat(5 << 20));
+    let _ = s.write_all(long.as_bytes());
+    let mut line = String::new();
+    let _ = BufReader::new(s.try_clone().expect("clone")).read_line(&mut line);
+    assert_eq!(line, "error line too long\n");
+    let mut c = cl.client();
+    assert_eq!(rt.block_on(c.call(get("x"))).expect("get"), Reply::Value(Some("v-x".into())));
+}
+
+#[test]
+fn client_connections_over_the_cap_are_told_and_closed() {
+    let cl = Cluster::with(&format!("[security]\ncluster_secret = \"{SECRET}\"\n[limits]\nmax_client_connections = 3\n"));
+    let leader = cl.leader(Duration::from_secs(5)).expect("leader");
+    let addr = &cl.clients[leader];
+    let talk = |s: &TcpStream, line: &str| -> String {
+        let mut w = s.try_clone().expect("clone");
+        let _ = w.write_all(line.as_bytes());
+        let mut out = String::new();
+        let _ = BufReader::new(s.try_clone().expect("clone")).read_line(&mut out);
+        out
+    };
+    let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).expect("connect")).collect();
+    for s in &held {
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        assert_eq!(talk(s, "put a v-a\n"), "ok\n");
+    }
+    let extra = TcpStream::connect(addr).expect("connect");
+    extra.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    assert_eq!(talk(&extra, "get a\n"), "error too many client connections; try again later\n");
+    // A framed client over the cap gets an error frame.
+    let mut framed = TcpStream::connect(addr).expect("connect");
+    framed.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    framed.write_all(&wire::encode(&ClientRequest::Status).expect("encode")).expect("write");
+    assert!(matches!(read_reply(&mut framed), Some(ClientResponse::Error(e)) if e.contains("too many")));
+    // One closes: room for a new one.
+    drop(held);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+        if talk(&s, "get a\n") == "v-a\n" {
+            break;
+        }
+        assert!(Instant::now() < until, "no room after the others closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -28,6 +28,11 @@ pub fn test_config(n: usize) -> Config {
         trim_grace: 1_000,
         catchup_max: 8,
         trace: true,
+        check_invariants: true,
+        gc_coordination: false,
+        gc_grant_timeout: 200,
+        gc_wait_max: 100,
+        gc_transfer_wait: 20,
         injected_bug: None,
     }
 }
@@ -60,33 +65,62 @@ pub struct Node {
 /// The (client, seq) ids of a batch executed in a slot; `None` for a no-op.
 pub type ExecutedIds = Option<Vec<(ClientId, Seq)>>;
 
+/// One input a replica handled and what it produced, kept when the
+/// cluster records (the transcript tests print them).
+#[derive(Clone, Debug)]
+pub struct StepRecord {
+    pub id: ReplicaId,
+    pub time: Time,
+    pub input: Input,
+    pub outputs: Vec<Output>,
+    /// The reasons the replica counted the input as ignored, if it did.
+    pub ignored: Vec<Ignored>,
+}
+
 pub struct Cluster {
     pub cfg: Config,
     pub now: Time,
     pub nodes: Vec<Node>,
     pub net: Vec<InFlight>,
     pub replies: Vec<(ReplicaId, u64, u64, Reply)>,
+    /// Replicas told to collect (`Output::Collect`), in order.
+    pub collections: Vec<ReplicaId>,
     pub trace: Vec<TraceEvent>,
     /// slot ↦ value executed there (as (client, seq) ids), first replica to execute it.
     pub executed: BTreeMap<Slot, (ReplicaId, ExecutedIds)>,
     /// last_executed ↦ digest, first replica to reach it.
     pub digests: BTreeMap<Slot, u64>,
     pub violations: Vec<String>,
+    /// Whether every step is kept in `steps`.
+    pub record: bool,
+    pub steps: Vec<StepRecord>,
     seed: u64,
 }
 
 impl Cluster {
     pub fn new(cfg: Config, seed: u64) -> Cluster {
+        Self::build(cfg, seed, false)
+    }
+
+    /// A cluster that keeps every step in `steps`, its start included.
+    pub fn recorded(cfg: Config, seed: u64) -> Cluster {
+        Self::build(cfg, seed, true)
+    }
+
+    fn build(cfg: Config, seed: u64, record: bool) -> Cluster {
         let mut c = Cluster {
             cfg: cfg.clone(),
             now: 0,
             nodes: Vec::new(),
             net: Vec::new(),
             replies: Vec::new(),
+            collections: Vec::new(),
             trace: Vec::new(),
             executed: BTreeMap::new(),
             digests: BTreeMap::new(),
             violations: Vec::new(),
+            record,
+            steps: Vec::new(),
             seed,
         };
         for id in 0..cfg.n {
@@ -97,7 +131,7 @@ impl Cluster {
                 unsynced: Vec::new(),
                 synced: Vec::new(),
                 timers: BTreeMap::new(),
-                max_ballot_seen: 0,
+                max_ballot_seen: Ballot::ZERO,
             });
         }
         for id in 0..cfg.n {
@@ -112,7 +146,19 @@ impl Cluster {
             return;
         }
         let mut out = Vec::new();
-        node.replica.handle(self.now, input, &mut out);
+        if self.record {
+            let before = node.replica.ignored().clone();
+            node.replica.handle(self.now, input.clone(), &mut out);
+            let after = node.replica.ignored();
+            let ignored = Ignored::ALL
+                .iter()
+                .flat_map(|r| std::iter::repeat_n(*r, (after.get(*r) - before.get(*r)) as usize))
+                .collect();
+            let (time, outputs) = (self.now, out.clone());
+            self.steps.push(StepRecord { id, time, input, outputs, ignored });
+        } else {
+            node.replica.handle(self.now, input, &mut out);
+        }
         self.absorb(id, out);
         self.check_node(id);
     }
@@ -128,6 +174,8 @@ impl Cluster {
                     self.nodes[id as usize].unsynced.push((token, records))
                 }
                 Output::Reply { client, seq, reply } => self.replies.push((id, client, seq, reply)),
+                // A collection: the test drives `GcDone` itself.
+                Output::Collect { .. } => self.collections.push(id),
                 Output::Trace(ev) => {
                     if let Action::Execute { slot, value } = &ev.action {
                         match self.executed.get(slot) {
@@ -203,12 +251,13 @@ impl Cluster {
         }
     }
 
-    /// The earliest armed timer of a live replica, if it is due by `until`.
-    fn next_timer(&self, until: Time) -> Option<(Time, usize, Timer)> {
+    /// The earliest armed timer of a live replica (of `only`, if given), if
+    /// it is due by `until`.
+    fn next_timer(&self, until: Time, only: Option<ReplicaId>) -> Option<(Time, usize, Timer)> {
         self.nodes
             .iter()
             .enumerate()
-            .filter(|(_, n)| n.up)
+            .filter(|(id, n)| n.up && only.is_none_or(|o| o as usize == *id))
             .flat_map(|(id, n)| n.timers.iter().map(move |(t, at)| (*at, id, *t)))
             .filter(|(at, _, _)| *at <= until)
             .min()
@@ -222,7 +271,7 @@ impl Cluster {
 
     /// Advances the clock to the earliest timer deadline and fires it.
     pub fn fire_next_timer(&mut self) {
-        if let Some(next) = self.next_timer(Time::MAX) {
+        if let Some(next) = self.next_timer(Time::MAX, None) {
             self.fire(next);
         }
     }
@@ -230,8 +279,14 @@ impl Cluster {
     /// Fires every timer due within `dt`, in deadline order, then moves the
     /// clock to the end of it.
     pub fn advance(&mut self, dt: Time) {
+        self.advance_only(None, dt)
+    }
+
+    /// As `advance`, firing only the timers of `only` (if given): the
+    /// others stay due, as if their replicas were paused.
+    pub fn advance_only(&mut self, only: Option<ReplicaId>, dt: Time) {
         let until = self.now + dt;
-        while let Some(next) = self.next_timer(until) {
+        while let Some(next) = self.next_timer(until, only) {
             self.fire(next);
         }
         self.now = until;

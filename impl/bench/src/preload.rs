@@ -1,0 +1,62 @@
+//! The preload: every key written once before the measured runs, with
+//! blocking-style calls on a few tokio tasks (its speed does not matter).
+
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use crate::spec::{RunSpec, MAX_TRIES};
+use crate::text_target::{Answer, CallError, TextConn};
+use crate::workload::{Generator, Op};
+
+async fn execute(conn: &mut TextConn, op: &Op, shared_redirects: &mut u64) -> Result<Answer, CallError> {
+    let mut last = CallError::NotLeader;
+    for _ in 0..MAX_TRIES {
+        match conn.call(op).await {
+            Ok(a) => return Ok(a),
+            Err(CallError::NotLeader) => {
+                *shared_redirects += 1;
+                conn.next_replica();
+                last = CallError::NotLeader;
+            }
+            Err(CallError::Io(e)) => {
+                conn.next_replica();
+                last = CallError::Io(e);
+            }
+            Err(e @ CallError::Unexpected(_)) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// Writes every key once, with `connections` connections in parallel.
+pub async fn preload(spec: &RunSpec, gen: &mut Generator) -> anyhow::Result<()> {
+    let keys = gen.keys;
+    let mut ops = Vec::with_capacity(keys as usize);
+    for i in 0..keys {
+        let key = gen.key(i);
+        let value = gen.value(&key);
+        ops.push(Op::Update { key, value });
+    }
+    let ops = Arc::new(Mutex::new(ops));
+    let mut tasks = Vec::new();
+    for c in 0..spec.connections.max(1) {
+        let ops = ops.clone();
+        let mut conn = TextConn::new(spec.addrs.clone(), c, spec.timeout);
+        tasks.push(tokio::spawn(async move {
+            let mut redirects = 0;
+            loop {
+                let Some(op) = ops.lock().await.pop() else { return Ok::<(), anyhow::Error>(()) };
+                match execute(&mut conn, &op, &mut redirects).await {
+                    Ok(Answer::Written) => {}
+                    Ok(a) => anyhow::bail!("preload: {op:?} answered {a:?}"),
+                    Err(e) => anyhow::bail!("preload failed: {e:?}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}

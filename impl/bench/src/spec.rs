@@ -1,0 +1,62 @@
+//! What one measured run is asked to do, and what it found.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub addrs: Vec<SocketAddr>,
+    pub rate: f64,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub connections: usize,
+    /// Requests outstanding per connection at most.
+    pub window: usize,
+    pub protocol: Protocol,
+    pub timeout: Duration,
+    /// Keep every measured operation's (intended start, latency).
+    pub timeline: bool,
+}
+
+/// The client protocol a run speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    /// Replicant's line protocol (both systems speak it): no request ids,
+    /// replies in request order; a `window` above 1 queues requests behind
+    /// each other on the connection.
+    Text,
+    /// stutter's framed protocol: each of a connection's `window` positions
+    /// is a logical client of its own, answered independently.
+    Framed,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RunResult {
+    pub offered: f64,
+    pub achieved: f64,
+    pub ok: u64,
+    pub io_errors: u64,
+    pub redirects: u64,
+    /// Replies that are not a correct answer: a run with any is invalid.
+    pub wrong: u64,
+    /// Scheduled operations that never completed before the drain deadline.
+    pub unfinished: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// Latency distribution as (quantile, ms) points, for CDF plots.
+    pub cdf: Vec<(f64, f64)>,
+    #[serde(skip)]
+    pub first_wrong: Option<String>,
+    /// With `RunSpec::timeline`: (intended start in ms since the measured
+    /// part began, latency in µs) of every measured operation that succeeded.
+    #[serde(skip)]
+    pub timeline: Vec<(u32, u32)>,
+}
+
+/// How many times one operation is sent before it counts as an error. A
+/// leader change takes a few tries to find; with the back-off below, 20
+/// tries span about 2.5 s of retrying, longer than an election.
+pub const MAX_TRIES: usize = 20;

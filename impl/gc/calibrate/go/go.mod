@@ -1,0 +1,3 @@
+module stutter/gc/calibrate
+
+go 1.26

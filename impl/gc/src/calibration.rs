@@ -1,0 +1,44 @@
+//! Collector constants measured on the real runtimes on a machine of this
+//! kind, 2026-11-23 (`impl/gc/calibrate/run --repeat 2`; method, spread and
+//! machine state in `docs/gc-calibration.md`; raw results in
+//! `impl/gc/calibrate/results/gc-calibration-2026-11-23-full.json`).
+//! CPU figures are OS CPU time (load-robust); pause figures are the CPU of
+//! the parallel work, which the models divide over the cores.
+
+use crate::Time;
+
+/// Go 1.26, GOMAXPROCS=1: OS CPU of a whole forced cycle (mark and sweep)
+/// per MiB of live heap, at 16, 64, 256 and 1024 MiB live (medians).
+pub const GO_MARK_US_PER_MIB: [(f64, f64); 4] = [(16.0, 210.0), (64.0, 359.0), (256.0, 689.0), (1024.0, 1272.0)];
+/// Fixed marking per cycle: none measurable beside the per-MiB cost.
+pub const GO_MARK_FIXED_US: f64 = 0.0;
+/// Stop-the-world phases at GOMAXPROCS=1, medians (wall µs).
+pub const GO_SWEEP_TERMINATION_US: Time = 16;
+pub const GO_MARK_TERMINATION_US: Time = 4;
+/// Heap at cycle start ÷ goal was 0.87–0.92 at 64 MiB and 0.85 at 256 MiB
+/// with GOGC=100: a quarter of the runway left when a cycle starts.
+pub const GO_TRIGGER_FRACTION: f64 = 0.75;
+/// Heap goal ÷ GOMEMLIMIT was 0.83–0.88.
+pub const GO_HEAP_SHARE_OF_LIMIT: f64 = 0.85;
+
+/// G1 (JDK 17), ParallelGCThreads=1, least squares over run windows
+/// (R² 0.989): stop-the-world CPU per pause, per MiB copied, per MiB live
+/// in a full collection.
+pub const G1_YOUNG_FIXED_US: f64 = 1_270.0;
+pub const G1_COPY_US_PER_MIB: f64 = 1_360.0;
+pub const G1_FULL_FIXED_US: f64 = 1_270.0;
+pub const G1_FULL_US_PER_MIB: f64 = 1_010.0;
+/// Concurrent mark CPU per MiB of old live data (64–256 MiB live).
+pub const G1_MARK_US_PER_MIB: f64 = 723.0;
+/// Remark and cleanup pauses, medians (wall µs).
+pub const G1_REMARK_US: Time = 2_300;
+pub const G1_CLEANUP_US: Time = 120;
+/// Old occupancy at which the adaptive IHOP started marking.
+pub const G1_IHOP: f64 = 0.84;
+/// Eden as a share of the heap: 0.20 with ample memory (8×), down to 0.037
+/// at -Xmx = 1.25 × data.
+pub const G1_YOUNG_MAX: f64 = 0.20;
+pub const G1_YOUNG_MIN: f64 = 0.037;
+/// Bytes copied by young collections beyond the promoted: copied was 0.31
+/// of allocation, promoted 0.15 (objects live across a few collections).
+pub const G1_IN_FLIGHT: f64 = 0.10;

@@ -1,0 +1,163 @@
+//! The replica process: the tokio driver of the protocol core.
+//!
+//! One task, the protocol loop, owns the core and turns its outputs into
+//! actions; the other tasks and threads feed it through bounded channels:
+//!
+//! ```text
+//! peers (listener, handshake, readers) ─┐ Event          ┌─→ peers (one sender per peer)
+//! clients (framed and text sessions) ───┼──────→ protocol_loop ─→ group_commit (WAL thread)
+//! group_commit (durable token, watch) ──┘                 └─→ client reply slots, trace
+//! ```
+//!
+//! Module graph (each uses only those after it; nothing points back):
+//! `mod` (wires them) → `protocol_loop` → {`routes`, `timers`, `status`,
+//! `group_commit`, `peers`} ; `clients` → {`framed_session`,
+//! `text_session`} ; all of them → `event`. Below the node, and knowing
+//! nothing of it: `peer_auth`, `wire`, `text`, `config`, `wal`.
+
+mod clients;
+mod event;
+mod framed_session;
+mod group_commit;
+mod peers;
+mod protocol_loop;
+mod routes;
+mod status;
+mod text_session;
+mod timers;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rand_core::SeedableRng;
+use stutter_core::{Replica, ReplicaId};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::{resolve, ClusterConfig, DEFAULT_SYNC_INTERVAL_US};
+use crate::peer_auth::ClusterKey;
+use crate::wal::Wal;
+use event::EVENT_QUEUE;
+use group_commit::GroupCommit;
+use peers::{LinkParams, PeerLinks};
+use protocol_loop::ProtocolLoop;
+
+pub use group_commit::WAL_QUEUE;
+pub use peers::{HANDSHAKE_TIMEOUT, MAX_PENDING_HANDSHAKES, PEER_QUEUE};
+
+pub struct NodeOptions {
+    pub config: ClusterConfig,
+    pub id: ReplicaId,
+    pub data_dir: PathBuf,
+    pub trace: Option<PathBuf>,
+    /// Skip fsync: acknowledges writes that a crash can lose. Negative
+    /// controls only.
+    pub unsafe_no_fsync: bool,
+    /// Switch on the core's injected bug `Bug::LocalReads` (the leader
+    /// answers `get` from its local state without confirming it is still
+    /// the leader: stale reads). Negative controls only (jepsen/run
+    /// --unsafe local-reads); needs the `negative-controls` feature.
+    pub unsafe_local_reads: bool,
+}
+
+/// Runs a replica until a fatal error (a failed disk write) or a signal.
+pub async fn run(opts: NodeOptions) -> Result<()> {
+    let cfg = opts.config.clone();
+    let me = cfg.get(opts.id).with_context(|| format!("id {} is not in the config", opts.id))?.clone();
+    let caps = cfg.limits.caps();
+    let mut core_cfg = cfg.core_config();
+    core_cfg.trace = opts.trace.is_some();
+    if opts.unsafe_local_reads {
+        local_reads(&mut core_cfg)?;
+    }
+    let secret = cfg.cluster_secret()?;
+    let key = ClusterKey::new(secret.as_deref());
+
+    let (wal, durable) = Wal::open(&opts.data_dir, !opts.unsafe_no_fsync)
+        .with_context(|| format!("opening the write-ahead log in {}", opts.data_dir.display()))?;
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        ^ ((opts.id as u64) << 56);
+    let rng = Box::new(rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed));
+    // An empty write-ahead log is a first start: no Recover step to trace.
+    let replica = if durable == stutter_core::DurableState::default() {
+        Replica::new(opts.id, core_cfg, rng)
+    } else {
+        Replica::recover(opts.id, core_cfg, durable, rng)
+    };
+
+    let interval = Duration::from_micros(cfg.storage.sync_interval_us.unwrap_or(DEFAULT_SYNC_INTERVAL_US));
+    let (wal, durable) = GroupCommit::start(wal, interval)?;
+
+    let peer_listener = TcpListener::bind(resolve(&me.peer_addr)?).await.with_context(|| format!("listening on {}", me.peer_addr))?;
+    let client_listener =
+        TcpListener::bind(resolve(&me.client_addr)?).await.with_context(|| format!("listening on {}", me.client_addr))?;
+    tracing::info!(id = opts.id, peer = %me.peer_addr, client = %me.client_addr, "replica listening");
+    if key.authenticates() {
+        tracing::info!("peer connections are authenticated by the cluster secret");
+    } else {
+        tracing::warn!(
+            peer = %me.peer_addr,
+            "no [security] cluster_secret in the config: peer connections are NOT authenticated; \
+             anyone who can reach the peer port can act as a replica (docs/replica.md)"
+        );
+    }
+
+    let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
+    let link = LinkParams { me: opts.id, n: cfg.n(), key, max_frame: caps.max_peer_frame };
+    tokio::spawn(peers::listen(peer_listener, events.clone(), link.clone()));
+    let port = clients::ClientPort { me: opts.id, caps, events };
+    tokio::spawn(clients::listen(client_listener, port));
+    let others = cfg.replica.iter().filter(|r| r.id != opts.id).map(|r| (r.id, r.peer_addr.clone()));
+    let peers = PeerLinks::start(&link, others);
+    let (stop, shutdown) = oneshot::channel();
+    tokio::spawn(forward_shutdown(stop));
+
+    let trace = match &opts.trace {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let mut lp = ProtocolLoop {
+        replica,
+        clock: timers::CoreClock::new(),
+        timers: timers::Timers::default(),
+        peers,
+        wal,
+        routes: routes::Routes::default(),
+        trace,
+        cfg,
+    };
+    lp.run(events_rx, durable, shutdown).await
+}
+
+#[cfg(feature = "negative-controls")]
+fn local_reads(core: &mut stutter_core::Config) -> Result<()> {
+    tracing::warn!("UNSAFE: injected bug LocalReads (stale reads); negative controls only");
+    core.injected_bug = Some(stutter_core::Bug::LocalReads);
+    Ok(())
+}
+
+#[cfg(not(feature = "negative-controls"))]
+fn local_reads(_: &mut stutter_core::Config) -> Result<()> {
+    anyhow::bail!("--unsafe-local-reads needs a replica built with `--features negative-controls`")
+}
+
+/// Turns SIGTERM or SIGINT into the loop's shutdown (the trace file is
+/// flushed; everything acknowledged is in the write-ahead log).
+async fn forward_shutdown(stop: oneshot::Sender<()>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::warn!("cannot install signal handlers; SIGTERM will kill without flushing the trace");
+        // Dropping `stop` would read as a shutdown: hold it.
+        std::future::pending::<()>().await;
+        drop(stop);
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    let _ = stop.send(());
+}

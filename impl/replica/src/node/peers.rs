@@ -1,0 +1,256 @@
+//! Links between replicas: one outbound connection per peer that sends
+//! (reconnected with backoff), and a listener whose connections receive.
+//! Every connection starts with the handshake of `peer_auth`; the sender
+//! of a received message is the replica that connection authenticated.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use stutter_core::{Message, ReplicaId};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::AbortHandle;
+
+use super::event::{Event, Events};
+use crate::config::resolve;
+use crate::peer_auth::{self, ClusterKey};
+
+/// Messages queued for one peer at most. A full queue means the peer is
+/// gone or far behind: the message is dropped, as the network would drop
+/// it (Paxos tolerates loss; the core resends what matters).
+pub const PEER_QUEUE: usize = 1 << 16;
+/// A connection that has not completed the handshake by then is closed.
+/// Generous: the handshake is two round trips, and the campaigns delay
+/// peer links by up to 200 ms each way and drop up to 30% of packets.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection attempt that takes longer is given up and retried (a peer
+/// behind a partition never answers).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Inbound connections in their handshake at once; more are closed at
+/// once. Authenticated ones are not counted: there is one per peer (a
+/// newer one from the same peer replaces it).
+pub const MAX_PENDING_HANDSHAKES: usize = 16;
+
+/// What both ends of a link need to know.
+#[derive(Clone)]
+pub struct LinkParams {
+    pub me: ReplicaId,
+    pub n: usize,
+    pub key: ClusterKey,
+    /// Largest frame sent or accepted (`[limits] max_peer_frame_mb`).
+    pub max_frame: usize,
+}
+
+/// The outbound side: one queue and one sender task per peer.
+pub struct PeerLinks {
+    queues: HashMap<ReplicaId, mpsc::Sender<Message>>,
+}
+
+impl PeerLinks {
+    /// Starts a sender task for every `(id, peer address)`.
+    pub fn start(params: &LinkParams, peers: impl IntoIterator<Item = (ReplicaId, String)>) -> PeerLinks {
+        let mut queues = HashMap::new();
+        for (id, addr) in peers {
+            let (tx, rx) = mpsc::channel(PEER_QUEUE);
+            tokio::spawn(sender(params.clone(), id, addr, rx));
+            queues.insert(id, tx);
+        }
+        PeerLinks { queues }
+    }
+
+    /// Queues `msg` for `to`, or drops it if that queue is full.
+    pub fn send(&self, to: ReplicaId, msg: Message) {
+        if let Some(q) = self.queues.get(&to) {
+            let _ = q.try_send(msg);
+        }
+    }
+}
+
+/// Keeps one outbound connection to peer `to`, reconnecting with backoff.
+/// Messages queued while it is down are dropped: stale messages are worse
+/// than none.
+async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiver<Message>) {
+    let mut backoff = Duration::from_millis(10);
+    let mut last_error: Option<String> = None;
+    loop {
+        let sa = match resolve(&addr) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(%addr, error = %e, "bad peer address");
+                return;
+            }
+        };
+        let linked = async {
+            let mut s = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(sa)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => return Err("connect timed out".to_string()),
+            };
+            let _ = s.set_nodelay(true);
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, peer_auth::dial(&mut s, &p.key, p.me, to)).await {
+                Ok(Ok(sealer)) => Ok((s, sealer)),
+                Ok(Err(e)) => Err(format!("handshake: {e}")),
+                Err(_) => Err("handshake: timed out".to_string()),
+            }
+        }
+        .await;
+        let (stream, mut sealer) = match linked {
+            Ok(l) => l,
+            Err(e) => {
+                // A refused handshake is a misconfiguration worth a warning
+                // (a timed-out one is a slow network); a peer that is down
+                // is not. Each distinct error once.
+                if e.starts_with("handshake") && !e.ends_with("timed out") && last_error.as_deref() != Some(&e) {
+                    tracing::warn!(%addr, peer = to, error = %e, "peer link refused");
+                }
+                last_error = Some(e);
+                while rx.try_recv().is_ok() {}
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+                continue;
+            }
+        };
+        last_error = None;
+        backoff = Duration::from_millis(10);
+        tracing::info!(%addr, peer = to, authenticated = p.key.authenticates(), "connected to peer");
+        let mut w = BufWriter::with_capacity(1 << 16, stream);
+        let mut buf = Vec::with_capacity(1 << 16);
+        'conn: loop {
+            let Some(msg) = rx.recv().await else { return };
+            let mut batch = vec![msg];
+            while batch.len() < 1024 {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            for msg in batch {
+                buf.clear();
+                if let Err(e) = sealer.seal(&msg, p.max_frame, &mut buf) {
+                    // Only a snapshot can be this large: raise the limit.
+                    tracing::error!(peer = to, kind = msg.kind(), error = %e, "message not sent: raise [limits] max_peer_frame_mb");
+                    continue;
+                }
+                if w.write_all(&buf).await.is_err() {
+                    break 'conn;
+                }
+            }
+            if w.flush().await.is_err() {
+                break 'conn;
+            }
+        }
+        tracing::info!(%addr, peer = to, "peer connection lost; reconnecting");
+    }
+}
+
+/// Accepts peer connections: each is authenticated, then read frame by
+/// frame into the protocol loop.
+pub async fn listen(listener: TcpListener, events: Events, p: LinkParams) {
+    let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
+    let current: Arc<Mutex<HashMap<ReplicaId, AbortHandle>>> = Arc::default();
+    loop {
+        let Ok((stream, addr)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Ok(permit) = pending.clone().try_acquire_owned() else {
+            tracing::warn!(%addr, "too many peer connections in their handshake; closing");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (events, p, current) = (events.clone(), p.clone(), current.clone());
+        tokio::spawn(async move {
+            let mut stream = stream;
+            let authed = tokio::time::timeout(HANDSHAKE_TIMEOUT, peer_auth::accept(&mut stream, &p.key, p.me, p.n)).await;
+            drop(permit);
+            let (from, opener) = match authed {
+                Ok(Ok(a)) => a,
+                Ok(Err(e)) => {
+                    tracing::warn!(%addr, error = %e, "peer handshake refused; closing");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%addr, "peer handshake timed out; closing");
+                    return;
+                }
+            };
+            tracing::info!(%addr, peer = from, authenticated = p.key.authenticates(), "peer connected");
+            let max = p.max_frame;
+            let reader = tokio::spawn(receive(stream, opener, from, max, events));
+            // One connection per peer: a newer one means the older is dead.
+            let old = current.lock().ok().and_then(|mut c| c.insert(from, reader.abort_handle()));
+            if let Some(old) = old {
+                old.abort();
+            }
+        });
+    }
+}
+
+/// Reads one authenticated connection until it ends or breaks a rule.
+async fn receive(stream: TcpStream, mut opener: peer_auth::FrameOpener, from: ReplicaId, max: usize, events: Events) {
+    let addr = stream.peer_addr().ok();
+    let mut r = BufReader::with_capacity(1 << 16, stream);
+    let mut buf = Vec::new();
+    loop {
+        match peer_auth::read_sealed(&mut r, &mut opener, max, &mut buf).await {
+            Ok(Some(msg)) => {
+                if events.send(Event::Peer { from, msg }).await.is_err() {
+                    return;
+                }
+            }
+            Ok(None) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                tracing::warn!(?addr, peer = from, error = %e, "bad peer frame; closing");
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(?addr, peer = from, error = %e, "peer connection ended");
+                return;
+            }
+        }
+        // A large frame's buffer is not kept for the small ones after it.
+        if buf.capacity() > 1 << 20 {
+            buf = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sender of a received message is the replica the connection
+    /// authenticated as; frames name no sender. A dialer that claims an
+    /// id with the wrong key gets nothing through.
+    #[tokio::test]
+    async fn messages_are_attributed_to_the_authenticated_peer_only() {
+        let key = ClusterKey::new(Some(b"peers test secret!"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (events, mut rx) = mpsc::channel(16);
+        let params = LinkParams { me: 0, n: 3, key: key.clone(), max_frame: 1 << 20 };
+        tokio::spawn(listen(listener, events, params));
+
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let mut sealer = peer_auth::dial(&mut s, &key, 2, 0).await.unwrap();
+        let mut frame = Vec::new();
+        sealer.seal(&Message::Prepare { ballot: stutter_core::Ballot(258), last_executed: stutter_core::Slot(0) }, 1 << 20, &mut frame).unwrap();
+        s.write_all(&frame).await.unwrap();
+        match rx.recv().await {
+            Some(Event::Peer { from, msg }) => {
+                assert_eq!(from, 2);
+                assert_eq!(msg, Message::Prepare { ballot: stutter_core::Ballot(258), last_executed: stutter_core::Slot(0) });
+            }
+            _ => panic!("expected the message"),
+        }
+
+        let mut forged = TcpStream::connect(addr).await.unwrap();
+        let wrong = ClusterKey::new(Some(b"not the secret at all"));
+        assert!(peer_auth::dial(&mut forged, &wrong, 1, 0).await.is_err());
+        let _ = forged.write_all(&frame).await;
+        let nothing = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
+        assert!(nothing.is_err(), "nothing arrives from a connection that failed the handshake");
+    }
+}

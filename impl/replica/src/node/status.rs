@@ -1,0 +1,18 @@
+//! The replica's status as the client protocols report it.
+
+use stutter_core::Replica;
+
+use crate::wire::StatusInfo;
+
+pub fn status(r: &Replica) -> StatusInfo {
+    StatusInfo {
+        id: r.id(),
+        role: r.role(),
+        ballot: r.ballot(),
+        leader: r.leader(),
+        last_executed: r.last_executed(),
+        global_last_executed: r.global_last_executed(),
+        last_index: r.last_index(),
+        digest: r.executed_digest(),
+    }
+}

@@ -1,0 +1,74 @@
+//! One connection of Replicant's text protocol (`crate::text` is its codec).
+
+use stutter_core::{ClientId, Request};
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, oneshot};
+
+use super::event::{Event, Events};
+use crate::text::{self, Command, Line};
+use crate::wire::ClientResponse;
+
+/// Serves one text connection. Requests are handed to the protocol loop one
+/// at a time: the next line is read only once the previous one is
+/// answered, so replies come back in request order (the protocol has no
+/// request ids) and the connection, a client of its own, never has two
+/// requests outstanding (the core assumes that of every client; reads, which
+/// bypass the log, would otherwise overtake the writes sent before them).
+/// Its reply queue therefore has one place. A line over `max_line` bytes
+/// gets an error line and closes the connection.
+pub async fn serve(
+    mut r: BufReader<OwnedReadHalf>,
+    mut w: OwnedWriteHalf,
+    events: Events,
+    client: ClientId,
+    max_line: usize,
+) -> std::io::Result<()> {
+    let (tx, mut rx) = mpsc::channel::<ClientResponse>(1);
+    let mut seq = 0u64;
+    let mut line = Vec::new();
+    let mut out = Vec::new();
+    loop {
+        match text::read_line(&mut r, max_line, &mut line).await? {
+            Line::Request => {}
+            Line::End => return Ok(()),
+            Line::TooLong => {
+                tracing::warn!(max_line, "client line over the limit; closing");
+                return write_reply(&mut w, &mut out, &ClientResponse::Error("line too long".into())).await;
+            }
+        }
+        let resp = match text::parse(&line) {
+            Ok(Command::Op(op)) => {
+                seq += 1;
+                let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
+                if events.send(Event::Client { reply: slot, req: Request { client, seq, op } }).await.is_err() {
+                    return Ok(());
+                }
+                match rx.recv().await {
+                    Some(resp) => resp,
+                    None => return Ok(()),
+                }
+            }
+            Ok(Command::Status) => {
+                let (otx, orx) = oneshot::channel();
+                let _ = events.send(Event::Status(otx)).await;
+                match orx.await {
+                    Ok(s) => ClientResponse::Status(s),
+                    Err(_) => return Ok(()),
+                }
+            }
+            Err(e) => ClientResponse::Error(e),
+        };
+        write_reply(&mut w, &mut out, &resp).await?;
+        if line.capacity() > 1 << 20 {
+            line = Vec::new();
+        }
+    }
+}
+
+async fn write_reply(w: &mut OwnedWriteHalf, out: &mut Vec<u8>, resp: &ClientResponse) -> std::io::Result<()> {
+    out.clear();
+    text::render_into(resp, out);
+    out.push(b'\n');
+    w.write_all(out).await
+}

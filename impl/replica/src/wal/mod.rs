@@ -1,0 +1,351 @@
+//! The write-ahead log: the acceptor state a replica must not forget.
+//!
+//! The log is a sequence of segment files `wal-<seq>.log` (seq increasing)
+//! of records `[len: u32 LE][crc: u32 LE][bincode Record]`, where the CRC
+//! covers the segment's sequence number and the body. Replaying the
+//! segments in order through `DurableState::apply` rebuilds the ballot and
+//! the accepted instances. In each segment, replay stops at the first torn,
+//! corrupt or stale record.
+//!
+//! Why segments: an `fdatasync` after an append must also commit the file
+//! system's journal (the file grew), which on this kind of disk is several
+//! times slower than an overwrite of blocks that already exist and has
+//! long tails (tens to hundreds of milliseconds). So segments are
+//! preallocated — zero-filled by a background thread, or recycled from
+//! segments no longer needed — and the group commit overwrites them in
+//! place. A recycled segment still holds old records; the sequence number in
+//! their CRC tells them apart (the way RocksDB's recyclable log format does).
+//! Each segment starts with the current ballot, so that older segments can
+//! be dropped.
+//!
+//! Snapshots (the state machine at a trim point) can be large, so they do
+//! not go through the log: a background thread writes the latest one to
+//! `snapshot.bin` (temporary file, fsync, rename, fsync of the directory)
+//! while group commits go on. Once a snapshot covering slot `t` is durable,
+//! every sealed segment whose instances are all at or below `t` is recycled
+//! or deleted. If the newest snapshot is lost in a crash, the segments it
+//! would have retired are still there.
+//!
+//! A `wal.log` from before segments (plain CRC of the body) is replayed
+//! first and deleted once a snapshot covers it.
+
+
+mod format;
+mod snapshot;
+mod spares;
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use stutter_core::{Ballot, DurableState, Record, Slot};
+
+pub use format::{decode_segment, decode_snapshot_file};
+use format::{crc, parse_segment_name, segment_name, HEADER};
+use snapshot::{snapshot_thread, SnapshotMailbox};
+use spares::{preparer, Prep};
+
+const LEGACY: &str = "wal.log";
+const SNAPSHOT: &str = "snapshot.bin";
+/// Size of a preallocated segment. A record that does not fit in what is
+/// left starts the next segment (one larger than this gets a segment of its
+/// own, extended by appending).
+pub const SEGMENT_SIZE: u64 = 32 << 20;
+/// Recycled segments kept beyond this are deleted.
+const MAX_RECYCLABLE: usize = 2;
+
+fn other(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Lowers the calling thread's CPU priority: snapshot writing and segment
+/// preparation are background work that must not delay the protocol loops
+/// and group commits on a machine with few cores.
+fn background_priority() {
+    // SAFETY: gettid and setpriority on the calling thread only.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
+}
+
+fn fsync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// A sealed segment, kept until a durable snapshot covers `max_slot`.
+#[derive(Debug)]
+struct Sealed {
+    path: PathBuf,
+    max_slot: Slot,
+    legacy: bool,
+}
+
+/// The segment being written.
+struct Current {
+    seq: u64,
+    file: File,
+    off: u64,
+    max_slot: Slot,
+    /// End of the ballot record the segment starts with.
+    header: u64,
+}
+
+pub struct Wal {
+    dir: PathBuf,
+    fsync: bool,
+    segment_size: u64,
+    snapshots: Arc<SnapshotMailbox>,
+    /// Trim point of the newest durable `snapshot.bin`.
+    snapshot_durable: Arc<AtomicU64>,
+    cur: Current,
+    /// Sealed since the last sync: their tails still need an fdatasync.
+    unsynced: Vec<File>,
+    sealed: Vec<Sealed>,
+    /// Preallocated segments, in sequence order, from the preparer thread.
+    spares: std::sync::mpsc::Receiver<std::io::Result<(u64, File)>>,
+    /// Asks the preparer for the next spare / hands it retired segments.
+    prep: std::sync::mpsc::Sender<Prep>,
+    spare_requested: bool,
+    ballot: Ballot,
+    buf: Vec<u8>,
+    size: u64,
+}
+
+
+impl Wal {
+    /// Opens (creating if needed) the log in `dir` and returns it with the
+    /// state its records hold. `fsync = false` is for unsafe experiments only.
+    pub fn open(dir: &Path, fsync: bool) -> std::io::Result<(Wal, DurableState)> {
+        Self::open_with(dir, fsync, SEGMENT_SIZE)
+    }
+
+    fn open_with(dir: &Path, fsync: bool, segment_size: u64) -> std::io::Result<(Wal, DurableState)> {
+        std::fs::create_dir_all(dir)?;
+        let mut state = DurableState::default();
+        let mut snapshot_trimmed = 0;
+        if let Ok(bytes) = std::fs::read(dir.join(SNAPSHOT)) {
+            match decode_snapshot_file(&bytes) {
+                Some(rec) => {
+                    if let Record::Snapshot { trimmed, .. } = &rec {
+                        snapshot_trimmed = trimmed.0;
+                    }
+                    state.apply(rec)
+                }
+                None => tracing::warn!("snapshot.bin is unreadable; recovering from the log alone"),
+            }
+        }
+        let mut seqs: Vec<u64> = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if let Some(seq) = entry.file_name().to_str().and_then(parse_segment_name) {
+                seqs.push(seq);
+            }
+        }
+        seqs.sort_unstable();
+        let mut sealed = Vec::new();
+        let mut records = 0usize;
+        let mut bytes_total = 0u64;
+        let legacy = dir.join(LEGACY);
+        let mut files: Vec<(u64, PathBuf)> = Vec::new();
+        if legacy.exists() {
+            files.push((0, legacy));
+        }
+        files.extend(seqs.iter().map(|s| (*s, dir.join(segment_name(*s)))));
+        for (seq, path) in files {
+            let mut bytes = Vec::new();
+            File::open(&path)?.read_to_end(&mut bytes)?;
+            let (recs, valid) = decode_segment(&bytes, seq);
+            let mut max_slot = Slot::ZERO;
+            for rec in recs {
+                if let Record::Accept { slot, .. } = &rec {
+                    max_slot = max_slot.max(*slot);
+                }
+                state.apply(rec);
+                records += 1;
+            }
+            bytes_total += valid as u64;
+            sealed.push(Sealed { path, max_slot, legacy: seq == 0 });
+        }
+        tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot.0, accepted = state.accepted.len(), "write-ahead log recovered");
+
+        // Always continue in a fresh segment: the tails of the old ones
+        // (torn, or stale from an earlier life) stay as they are. This also
+        // makes a `snapshot.bin` renamed just before a restart durable
+        // before any segment is retired on its account.
+        let seq = seqs.last().copied().unwrap_or(0) + 1;
+        let path = dir.join(segment_name(seq));
+        let file = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path)?;
+        file.sync_all()?;
+        fsync_dir(dir)?;
+
+        let snapshot_durable = Arc::new(AtomicU64::new(snapshot_trimmed));
+        let mailbox = Arc::new(SnapshotMailbox::default());
+        let srx = mailbox.clone();
+        {
+            let dir = dir.to_path_buf();
+            let durable = snapshot_durable.clone();
+            std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot_thread(dir, srx, fsync, durable))?;
+        }
+        let (ptx, prx) = std::sync::mpsc::channel::<Prep>();
+        let (sparetx, sparerx) = std::sync::mpsc::channel();
+        {
+            let dir = dir.to_path_buf();
+            std::thread::Builder::new()
+                .name("wal-prep".into())
+                .spawn(move || preparer(dir, seq + 1, segment_size, prx, sparetx))?;
+        }
+        let mut wal = Wal {
+            dir: dir.to_path_buf(),
+            fsync,
+            segment_size,
+            snapshots: mailbox,
+            snapshot_durable,
+            cur: Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 },
+            unsynced: Vec::new(),
+            sealed,
+            spares: sparerx,
+            prep: ptx,
+            spare_requested: false,
+            ballot: state.ballot,
+            buf: Vec::with_capacity(1 << 20),
+            size: 0,
+        };
+        if state.ballot > Ballot::ZERO {
+            wal.append(vec![Record::Ballot(state.ballot)])?;
+            wal.sync()?;
+            wal.cur.header = wal.cur.off;
+        }
+        Ok((wal, state))
+    }
+
+    /// Buffers records; they are durable after the next [`Wal::sync`].
+    pub fn append(&mut self, records: Vec<Record>) -> std::io::Result<()> {
+        for rec in records {
+            match &rec {
+                Record::Snapshot { .. } => {
+                    self.snapshots.put(rec);
+                    continue;
+                }
+                Record::Ballot(b) => self.ballot = self.ballot.max(*b),
+                Record::Accept { slot, .. } => self.cur.max_slot = self.cur.max_slot.max(*slot),
+            }
+            self.write_record(&rec)?;
+        }
+        Ok(())
+    }
+
+    fn write_record(&mut self, rec: &Record) -> std::io::Result<()> {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0u8; HEADER]);
+        bincode::serialize_into(&mut self.buf, rec).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        let len = self.buf.len() - start - HEADER;
+        let len32 = u32::try_from(len).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "record too large"))?;
+        let end = self.cur.off + self.buf.len() as u64;
+        if end > self.segment_size && self.cur.off + start as u64 > self.cur.header {
+            // Does not fit: what came before goes to this segment, the
+            // record starts the next one (after its ballot record). A record
+            // too large for any segment extends the one it starts.
+            let tail = self.buf.split_off(start);
+            self.flush_buf()?;
+            self.next_segment()?;
+            self.buf.extend_from_slice(&tail);
+        }
+        let c = crc(self.cur.seq, &self.buf[self.buf.len() - len..]);
+        let h = self.buf.len() - len - HEADER;
+        self.buf[h..h + 4].copy_from_slice(&len32.to_le_bytes());
+        self.buf[h + 4..h + 8].copy_from_slice(&c.to_le_bytes());
+        if !self.spare_requested && self.cur.off + self.buf.len() as u64 > self.segment_size / 2 {
+            self.spare_requested = true;
+            let _ = self.prep.send(Prep::Spare);
+        }
+        Ok(())
+    }
+
+    fn flush_buf(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.cur.file.write_all_at(&self.buf, self.cur.off)?;
+        self.cur.off += self.buf.len() as u64;
+        self.size += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Seals the current segment and continues in the next spare. The new
+    /// segment starts with the ballot, so the sealed ones can be retired.
+    fn next_segment(&mut self) -> std::io::Result<()> {
+        if !self.spare_requested {
+            let _ = self.prep.send(Prep::Spare);
+        }
+        let (seq, file) = match self.spares.recv() {
+            Ok(r) => r?,
+            Err(_) => return Err(other("segment preparer stopped")),
+        };
+        self.spare_requested = false;
+        let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 });
+        self.sealed.push(Sealed { path: self.dir.join(segment_name(old.seq)), max_slot: old.max_slot, legacy: false });
+        self.unsynced.push(old.file);
+        let ballot = self.ballot;
+        if ballot > Ballot::ZERO {
+            self.write_record(&Record::Ballot(ballot))?;
+        }
+        self.cur.header = self.buf.len() as u64;
+        Ok(())
+    }
+
+    /// Writes out the buffer and makes everything appended so far durable.
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        self.flush_buf()?;
+        if self.fsync {
+            for f in self.unsynced.drain(..) {
+                f.sync_data()?;
+            }
+            self.cur.file.sync_data()?;
+        } else {
+            self.unsynced.clear();
+        }
+        self.retire();
+        Ok(())
+    }
+
+    /// Everything written is durable: sealed segments whose instances a
+    /// durable snapshot covers go to the preparer for reuse.
+    fn retire(&mut self) {
+        let t = Slot(self.snapshot_durable.load(Ordering::Acquire));
+        if self.sealed.iter().all(|s| s.max_slot > t) {
+            return;
+        }
+        // The current segment holds the ballot; a sealed one holds nothing
+        // else the snapshot does not cover.
+        let (gone, kept): (Vec<Sealed>, Vec<Sealed>) = std::mem::take(&mut self.sealed).into_iter().partition(|s| s.max_slot <= t);
+        self.sealed = kept;
+        for s in gone {
+            let _ = self.prep.send(Prep::Retire(s));
+        }
+    }
+
+    /// Bytes appended since this log was opened.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Number of segment files the log still needs (sealed and current).
+    pub fn segments(&self) -> usize {
+        self.sealed.len() + 1
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        // The snapshot thread writes what is waiting, then ends.
+        self.snapshots.close();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+//! Tests of the write-ahead log: recovery, torn and corrupt tails,
+//! segments, snapshots, recycling, the legacy file, implausible records.
+
+use stutter_core::{Snapshot, Value};
+
+use super::format::parse_one;
+use super::*;
+
+fn accept(slot: u64, ballot: u64) -> Record {
+    Record::Accept { slot: Slot(slot), ballot: Ballot(ballot), value: Value::Noop }
+}
+
+fn big(slot: u64, ballot: u64, bytes: usize) -> Record {
+    let req = stutter_core::Request {
+        client: 1,
+        seq: slot,
+        op: stutter_core::Op::Put { key: "k".into(), value: vec![b'x'; bytes].into() },
+    };
+    Record::Accept { slot: Slot(slot), ballot: Ballot(ballot), value: Value::Batch(Arc::new(vec![req])) }
+}
+
+fn segment_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_owned))
+        .filter(|n| parse_segment_name(n).is_some())
+        .collect();
+    v.sort();
+    v
+}
+
+fn wait_for(mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("condition not reached");
+}
+
+#[test]
+fn records_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s, DurableState::default());
+    w.append(vec![Record::Ballot(Ballot(257)), accept(1, 257)]).unwrap();
+    w.append(vec![accept(2, 257)]).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let (_, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.ballot, Ballot(257));
+    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 2]);
+}
+
+#[test]
+fn torn_tail_is_ignored_and_the_log_stays_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open(dir.path(), true).unwrap();
+    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1)]).unwrap();
+    w.sync().unwrap();
+    w.append(vec![accept(2, 1)]).unwrap();
+    w.sync().unwrap();
+    let path = dir.path().join(segment_name(w.cur.seq));
+    let len = w.cur.off;
+    drop(w);
+    // Tear the last record in half, as a crash mid-write would.
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[0xee; 3], len - 3).unwrap();
+    let (mut w, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.accepted.len(), 1);
+    w.append(vec![accept(3, 1)]).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let (_, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 3]);
+    assert_eq!(s.ballot, Ballot(1));
+}
+
+#[test]
+fn corrupt_byte_stops_replay_of_that_segment_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open(dir.path(), true).unwrap();
+    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1), accept(2, 1)]).unwrap();
+    w.sync().unwrap();
+    let path = dir.path().join(segment_name(w.cur.seq));
+    let len = w.cur.off;
+    drop(w);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[0x55], len - 2).unwrap();
+    let (_, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.ballot, Ballot(1));
+    assert_eq!(s.accepted.len(), 1, "the corrupt record and everything after it is dropped");
+}
+
+const SMALL: u64 = 1 << 20;
+
+#[test]
+fn full_segments_continue_in_preallocated_ones_that_start_with_the_ballot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
+    w.append(vec![Record::Ballot(Ballot(9))]).unwrap();
+    let per = 64 << 10;
+    let n = (3 * SMALL / per as u64) + 2;
+    for slot in 1..=n {
+        w.append(vec![big(slot, 9, per - 200)]).unwrap();
+        w.sync().unwrap();
+    }
+    assert!(w.segments() >= 4, "{} segments", w.segments());
+    drop(w);
+    let files = segment_files(dir.path());
+    assert!(files.len() >= 4);
+    // Preallocated segments have their full size.
+    let len = std::fs::metadata(dir.path().join(&files[1])).unwrap().len();
+    assert_eq!(len, SMALL);
+    let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
+    assert_eq!(s.ballot, Ballot(9));
+    assert_eq!(s.accepted.len() as u64, n);
+}
+
+#[test]
+fn a_record_larger_than_a_segment_gets_one_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
+    w.append(vec![Record::Ballot(Ballot(2)), accept(1, 2)]).unwrap();
+    w.append(vec![big(2, 2, 3 * SMALL as usize)]).unwrap();
+    w.append(vec![accept(3, 2)]).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
+    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+}
+
+#[test]
+fn durable_snapshot_retires_old_segments_and_recycled_ones_replay_nothing_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
+    w.append(vec![Record::Ballot(Ballot(3))]).unwrap();
+    let per = 64 << 10;
+    let n = (3 * SMALL / per as u64) + 2;
+    for slot in 1..=n {
+        w.append(vec![big(slot, 3, per - 200)]).unwrap();
+        w.sync().unwrap();
+    }
+    let before = w.segments();
+    // A snapshot covering all but the last few slots.
+    let t = n - 3;
+    let snap = Arc::new(Snapshot { last_executed: Slot(t), ..Default::default() });
+    w.append(vec![Record::Snapshot { trimmed: Slot(t), snapshot: snap }]).unwrap();
+    w.sync().unwrap();
+    wait_for(|| w.snapshot_durable.load(Ordering::Acquire) == t);
+    // Retired once a later sync sees the durable snapshot.
+    for slot in n + 1..=n + 40 {
+        w.append(vec![big(slot, 3, per - 200)]).unwrap();
+        w.sync().unwrap();
+    }
+    assert!(w.segments() < before + 1, "{} segments, {before} before", w.segments());
+    drop(w);
+    assert!(segment_files(dir.path()).len() < before + 4, "retired segments are reused or removed");
+    let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
+    assert_eq!(s.ballot, Ballot(3));
+    assert_eq!(s.trimmed, Slot(t));
+    assert_eq!(s.snapshot.map(|s| s.last_executed), Some(Slot(t)));
+    let keys: Vec<u64> = s.accepted.keys().map(|k| k.0).collect();
+    assert_eq!(keys, (t + 1..=n + 40).collect::<Vec<_>>(), "every instance above the snapshot, none stale");
+}
+
+#[test]
+fn without_the_snapshot_file_the_segments_still_hold_everything_it_did_not_retire() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open(dir.path(), true).unwrap();
+    w.append(vec![Record::Ballot(Ballot(3))]).unwrap();
+    for slot in 1..=10 {
+        w.append(vec![accept(slot, 3)]).unwrap();
+    }
+    let snap = Arc::new(Snapshot { last_executed: Slot(6), ..Default::default() });
+    w.append(vec![Record::Snapshot { trimmed: Slot(6), snapshot: snap }]).unwrap();
+    w.append(vec![accept(11, 3)]).unwrap();
+    w.sync().unwrap();
+    wait_for(|| dir.path().join(SNAPSHOT).exists());
+    drop(w);
+    let (_, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.trimmed, Slot(6));
+    assert_eq!(s.snapshot.map(|s| s.last_executed), Some(Slot(6)));
+    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), (7..=11).collect::<Vec<_>>());
+    std::fs::remove_file(dir.path().join(SNAPSHOT)).unwrap();
+    let (_, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.trimmed, Slot(0));
+    assert_eq!(s.accepted.len(), 11);
+}
+
+#[test]
+fn records_of_a_recycled_segment_are_stale_under_its_new_number() {
+    let mut bytes = Vec::new();
+    let body = bincode::serialize(&accept(1, 1)).unwrap();
+    bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&crc(5, &body).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    assert!(parse_one(&bytes, 0, 5).is_some());
+    assert!(parse_one(&bytes, 0, 9).is_none(), "written as segment 5, now named 9");
+    assert!(parse_one(&[0u8; 64], 0, 9).is_none(), "zero-filled");
+}
+
+#[test]
+fn records_with_impossible_slots_or_ballots_end_replay_like_corruption() {
+    let rec = |r: &Record| {
+        let body = bincode::serialize(r).unwrap();
+        let mut b = (body.len() as u32).to_le_bytes().to_vec();
+        b.extend_from_slice(&crc(3, &body).to_le_bytes());
+        b.extend_from_slice(&body);
+        b
+    };
+    let snap = Arc::new(Snapshot::default());
+    for bad in [
+        Record::Ballot(Ballot(u64::MAX)),
+        accept(u64::MAX, 1),
+        accept(1, 1 << 62),
+        Record::Snapshot { trimmed: Slot(u64::MAX), snapshot: snap.clone() },
+    ] {
+        let seg = [rec(&accept(1, 1)), rec(&bad), rec(&accept(2, 1))].concat();
+        let (records, valid) = decode_segment(&seg, 3);
+        assert_eq!(records, vec![accept(1, 1)], "{bad:?}");
+        assert_eq!(valid, rec(&accept(1, 1)).len());
+    }
+}
+
+#[test]
+fn legacy_single_file_log_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = Vec::new();
+    for rec in [Record::Ballot(Ballot(5)), accept(1, 5), accept(2, 5)] {
+        let body = bincode::serialize(&rec).unwrap();
+        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        bytes.extend_from_slice(&body);
+    }
+    std::fs::write(dir.path().join(LEGACY), &bytes).unwrap();
+    let (mut w, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.ballot, Ballot(5));
+    assert_eq!(s.accepted.len(), 2);
+    w.append(vec![accept(3, 5)]).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let (_, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+}

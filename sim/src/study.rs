@@ -1,0 +1,272 @@
+//! The GC study's measurements, in virtual time: latency at a given
+//! offered load, and the highest load whose p99 stays under an SLO, the
+//! seed paper's method (open loop, latency from the intended start, a
+//! search over the offered rate) — for a replica modelled with no
+//! collector, a Go-like or a G1-like one, under a memory limit and a
+//! number of cores.
+
+use serde::Serialize;
+use stutter_core::Time;
+
+use crate::history::Outcome;
+use crate::memory::MemoryModel;
+use crate::scenario::{Scenario, Workload, MS, SEC};
+
+/// One configuration of the study's grid.
+#[derive(Clone, Debug, Serialize)]
+pub struct Setup {
+    /// `none`, `go` or `g1`.
+    pub model: String,
+    /// Memory limit over data (the paper's memory/data ratio).
+    pub ratio: f64,
+    pub cores: u32,
+    /// Bytes of data each replica holds.
+    pub dataset: u64,
+    /// Virtual seconds of load per probe, and how many of the first are
+    /// not measured.
+    pub duration: f64,
+    pub warmup: f64,
+    /// Workload A (50 % reads) or B (95 %).
+    pub read_fraction: f64,
+    /// GC coordination (Blade) on.
+    #[serde(default)]
+    pub coordinated: bool,
+}
+
+impl Setup {
+    pub fn scenario(&self, rate: f64) -> Option<Scenario> {
+        let mut s = Scenario::base(&format!("study/{}@{}x{}c", self.model, self.ratio, self.cores));
+        // No faults: what is measured is the collector.
+        s.fault_start = 0;
+        s.fault_end = 0;
+        s.duration = (self.duration * SEC as f64) as Time;
+        s.liveness_bound = 2 * SEC;
+        s.client_timeout = 2 * SEC;
+        s.cores = self.cores;
+        s.service = crate::calibration::service();
+        // The real node's protocol settings (examples/local-3.toml).
+        s.window = 16;
+        s.max_batch = 256;
+        s.trim_every = 1 << 20;
+        s.trim_bytes = 16 << 20;
+        s.workload = Workload {
+            clients: 64,
+            rate,
+            read_fraction: self.read_fraction,
+            cas_fraction: 0.0,
+            keys: 1_000,
+            zipf_theta: 0.99,
+            value_size: 500,
+        };
+        s.memory = match self.model.as_str() {
+            "none" => MemoryModel::none(self.dataset),
+            "go" => MemoryModel::go(self.dataset, self.ratio),
+            "g1" => MemoryModel::g1(self.dataset, self.ratio),
+            _ => return None,
+        };
+        s.memory.coordinated = self.coordinated;
+        if self.coordinated {
+            s.name += "+blade";
+        }
+        Some(s)
+    }
+}
+
+/// What one run at one offered rate gave.
+#[derive(Clone, Debug, Serialize)]
+pub struct Probe {
+    pub rate: f64,
+    /// Operations completed per virtual second in the measured window.
+    pub throughput: f64,
+    /// Latency from the intended start, ms (operations never completed
+    /// count as lasting until the end of the run).
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub p9999: f64,
+    pub max: f64,
+    /// The same percentiles measured from the moment each operation was
+    /// sent: what a closed-loop client reports (coordinated omission).
+    pub p99_from_send: f64,
+    pub max_from_send: f64,
+    pub incomplete: usize,
+    /// The busiest replica's collector: CPU share, time active, pauses.
+    pub gc_share: f64,
+    pub gc_active: f64,
+    pub gc_pauses: u64,
+    pub gc_max_pause_ms: f64,
+    /// Safety violations (anything but liveness): must be none.
+    pub safety: Vec<String>,
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
+    let s = setup.scenario(rate)?;
+    let out = crate::run(s.clone(), seed);
+    let from = (setup.warmup * SEC as f64) as Time;
+    let until = s.duration;
+    let mut lat = Vec::new();
+    let mut lat_send = Vec::new();
+    let mut incomplete = 0;
+    let mut completed = 0usize;
+    for op in out.history.iter().filter(|o| o.intended >= from && o.intended < until) {
+        match (op.complete, &op.outcome) {
+            (Some(c), Outcome::Ok { .. }) => {
+                lat.push((c - op.intended) as f64 / MS as f64);
+                lat_send.push((c - op.invoke) as f64 / MS as f64);
+                completed += 1;
+            }
+            (_, Outcome::Fail(_)) => {}
+            _ => {
+                incomplete += 1;
+                lat.push((out.end.saturating_sub(op.intended)) as f64 / MS as f64);
+            }
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+    lat_send.sort_by(f64::total_cmp);
+    let busiest = out.gc.iter().max_by(|a, b| a.1.gc_cpu_us().total_cmp(&b.1.gc_cpu_us()));
+    let cores = setup.cores as f64;
+    Some(Probe {
+        rate,
+        throughput: completed as f64 / ((until - from) as f64 / SEC as f64),
+        p50: pct(&lat, 0.5),
+        p99: pct(&lat, 0.99),
+        p999: pct(&lat, 0.999),
+        p9999: pct(&lat, 0.9999),
+        max: lat.last().copied().unwrap_or(0.0),
+        p99_from_send: pct(&lat_send, 0.99),
+        max_from_send: lat_send.last().copied().unwrap_or(0.0),
+        incomplete,
+        gc_share: busiest.map_or(0.0, |g| g.1.cpu_share(cores)),
+        gc_active: busiest.map_or(0.0, |g| g.1.active_share()),
+        gc_pauses: busiest.map_or(0, |g| g.1.pause_count()),
+        gc_max_pause_ms: busiest.map_or(0.0, |g| g.1.max_pause() as f64 / MS as f64),
+        safety: out
+            .violations
+            .iter()
+            .filter(|v| v.check != "liveness" && v.check != "convergence")
+            .map(|v| format!("{}: {}", v.check, v.detail))
+            .collect(),
+    })
+}
+
+/// The result of a search for the highest rate meeting the SLO.
+#[derive(Clone, Debug, Serialize)]
+pub struct Search {
+    pub setup: Setup,
+    pub slo_p99_ms: f64,
+    /// The highest rate that met the SLO (0 if none did), and its probe.
+    pub max_rate: f64,
+    pub at_max: Option<Probe>,
+    pub probes: Vec<Probe>,
+}
+
+/// Doubles the rate from `start` until it misses the SLO, then bisects to
+/// `precision` (relative). A rate misses when each of `attempts` runs
+/// (seeds `seed`, `seed + 1`, ...) misses, as `bench --find-max` does; the
+/// probe kept for a passing rate is its first passing run.
+pub fn max_rate(setup: &Setup, slo_p99_ms: f64, start: f64, precision: f64, attempts: u64, seed: u64) -> Option<Search> {
+    let mut probes = Vec::new();
+    let run = |rate: f64, probes: &mut Vec<Probe>| -> Option<Option<Probe>> {
+        for a in 0..attempts.max(1) {
+            let p = probe(setup, rate, seed + a)?;
+            probes.push(p.clone());
+            if p.p99 <= slo_p99_ms && p.incomplete == 0 {
+                return Some(Some(p));
+            }
+        }
+        Some(None)
+    };
+    let (mut lo, mut hi): (f64, f64) = (0.0, 0.0);
+    let mut best: Option<Probe> = None;
+    let mut rate = start;
+    // Doubling.
+    while rate < 5_000_000.0 {
+        match run(rate, &mut probes)? {
+            Some(p) => {
+                lo = rate;
+                best = Some(p);
+                rate *= 2.0;
+            }
+            None => {
+                hi = rate;
+                break;
+            }
+        }
+    }
+    if lo == 0.0 {
+        // Even the starting rate missed: try lower, down to 1 % of it.
+        let mut r = start / 2.0;
+        while r >= start / 100.0 {
+            if let Some(p) = run(r, &mut probes)? {
+                lo = r;
+                best = Some(p);
+                break;
+            }
+            hi = r;
+            r /= 2.0;
+        }
+        if lo == 0.0 {
+            return Some(Search { setup: setup.clone(), slo_p99_ms, max_rate: 0.0, at_max: None, probes });
+        }
+    }
+    // Bisection between the last pass and the first miss.
+    while hi > 0.0 && (hi - lo) / lo > precision {
+        let mid = (lo + hi) / 2.0;
+        match run(mid, &mut probes)? {
+            Some(p) => {
+                lo = mid;
+                best = Some(p);
+            }
+            None => hi = mid,
+        }
+    }
+    Some(Search { setup: setup.clone(), slo_p99_ms, max_rate: lo, at_max: best, probes })
+}
+
+/// The collector's CPU share over time at one load, for one replica (the
+/// busiest), in windows of the memory model's window length.
+#[derive(Clone, Debug, Serialize)]
+pub struct Timeline {
+    pub setup: Setup,
+    pub rate: f64,
+    pub window_ms: f64,
+    /// Collector CPU share of the replica's cores per window.
+    pub share: Vec<f64>,
+    /// `(start ms, duration ms, phase)` of each pause.
+    pub pauses: Vec<(f64, f64, &'static str)>,
+    /// Latencies (ms) from the intended start and from the send, sorted.
+    pub latency: Vec<f64>,
+    pub latency_from_send: Vec<f64>,
+}
+
+pub fn timeline(setup: &Setup, rate: f64, seed: u64) -> Option<Timeline> {
+    let s = setup.scenario(rate)?;
+    let window = s.memory.window;
+    let out = crate::run(s, seed);
+    let cores = setup.cores as f64;
+    let busiest = out.gc.iter().max_by(|a, b| a.1.gc_cpu_us().total_cmp(&b.1.gc_cpu_us()));
+    let share = busiest.map_or_else(Vec::new, |g| g.1.windows.iter().map(|w| w / (window as f64 * cores)).collect());
+    let pauses = busiest.map_or_else(Vec::new, |g| {
+        g.1.pauses.iter().map(|(t, d, p)| (*t as f64 / MS as f64, *d as f64 / MS as f64, p.name())).collect()
+    });
+    let mut latency: Vec<f64> = Vec::new();
+    let mut latency_from_send: Vec<f64> = Vec::new();
+    for op in out.history.iter().filter(|o| o.is_ok()) {
+        if let Some(c) = op.complete {
+            latency.push((c - op.intended) as f64 / MS as f64);
+            latency_from_send.push((c - op.invoke) as f64 / MS as f64);
+        }
+    }
+    latency.sort_by(f64::total_cmp);
+    latency_from_send.sort_by(f64::total_cmp);
+    Some(Timeline { setup: setup.clone(), rate, window_ms: window as f64 / MS as f64, share, pauses, latency, latency_from_send })
+}

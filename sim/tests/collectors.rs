@@ -1,0 +1,127 @@
+//! Collector models in the simulated world: pauses and CPU come from
+//! allocation, every checker still passes, and the effects go the way the
+//! runtimes they model go.
+
+use stutter_sim::memory::MemoryModel;
+use stutter_sim::scenario::{Scenario, SEC};
+
+fn quiet(rate: f64) -> Scenario {
+    let mut s = Scenario::named("calm").expect("calm");
+    s.duration = 3 * SEC;
+    s.workload.rate = rate;
+    s.workload.value_size = 500;
+    s
+}
+
+fn p99(out: &stutter_sim::world::RunOutput) -> u64 {
+    let mut l = out.latencies.clone();
+    l.sort_unstable();
+    stutter_sim::percentile(&l, 0.99)
+}
+
+#[test]
+fn named_collector_scenarios_collect_and_pass_every_checker() {
+    for name in ["gc-go", "gc-g1"] {
+        let mut s = Scenario::named(name).expect(name);
+        s.duration = 3 * SEC;
+        let out = stutter_sim::run(s, 1);
+        assert!(out.violations.is_empty(), "{name}: {:?}", out.violations);
+        assert_eq!(out.gc.len(), 3, "{name}: one collector per replica");
+        for (r, g) in &out.gc {
+            assert!(g.cycles > 0 && g.pause_count() > 0, "{name}: replica {r} never collected: {g:?}");
+            assert!(g.allocated > 0);
+        }
+    }
+}
+
+#[test]
+fn a_tight_memory_limit_costs_a_go_like_replica_cpu_and_latency() {
+    let run = |ratio: f64| {
+        let mut s = quiet(8_000.0);
+        s.workload.clients = 64;
+        s.memory = MemoryModel::go(16 << 20, ratio);
+        stutter_sim::run(s, 3)
+    };
+    let (ample, tight) = (run(8.0), run(1.25));
+    assert!(ample.violations.is_empty() && tight.violations.is_empty());
+    let share = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.cpu_share(1.0)).fold(0.0, f64::max);
+    assert!(share(&tight) > 5.0 * share(&ample), "collector share {} vs {}", share(&tight), share(&ample));
+    let assists = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.assist_us).sum::<f64>();
+    assert!(assists(&tight) > assists(&ample), "assists {} vs {}", assists(&tight), assists(&ample));
+    assert!(p99(&tight) > p99(&ample), "p99 {} vs {}", p99(&tight), p99(&ample));
+}
+
+#[test]
+fn a_g1_like_heap_close_to_its_data_stops_the_world_for_long() {
+    let run = |ratio: f64| {
+        let mut s = quiet(2_000.0);
+        s.memory = MemoryModel::g1(16 << 20, ratio);
+        stutter_sim::run(s, 4)
+    };
+    let (ample, tight) = (run(8.0), run(1.25));
+    assert!(ample.violations.is_empty() && tight.violations.is_empty());
+    let longest = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.max_pause()).max().unwrap_or(0);
+    assert!(longest(&tight) > 4 * longest(&ample).max(1), "longest pause {} vs {}", longest(&tight), longest(&ample));
+}
+
+#[test]
+fn more_cores_serve_the_same_load_with_less_queueing() {
+    let run = |cores: u32| {
+        let mut s = quiet(25_000.0);
+        s.workload.clients = 64;
+        s.cores = cores;
+        stutter_sim::run(s, 5)
+    };
+    let (one, four) = (run(1), run(4));
+    assert!(one.violations.is_empty() && four.violations.is_empty());
+    assert!(p99(&four) < p99(&one), "p99 with 4 cores {} vs 1 core {}", p99(&four), p99(&one));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_collections() {
+    let mut s = Scenario::named("gc-g1").expect("gc-g1");
+    s.duration = 2 * SEC;
+    let a = stutter_sim::run(s.clone(), 9);
+    let b = stutter_sim::run(s, 9);
+    assert_eq!(a.trace_hash, b.trace_hash);
+    let pauses = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.pauses.clone()).collect::<Vec<_>>();
+    assert_eq!(pauses(&a), pauses(&b));
+}
+
+/// Collects a run's ndjson trace in memory.
+#[derive(Clone, Default)]
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn coordinated_collections_hand_off_leadership_pass_every_checker_and_cut_the_g1_tail() {
+    let run = |name: &str, seed: u64| {
+        let mut s = Scenario::named(name).expect(name);
+        s.duration = 5 * SEC;
+        let sink = Sink::default();
+        let out = stutter_sim::run_traced(s, seed, Box::new(sink.clone()));
+        let text = String::from_utf8(sink.0.lock().expect("lock").clone()).unwrap_or_default();
+        (out, text)
+    };
+    let (plain, _) = run("gc-g1", 2);
+    let (blade, trace) = run("gc-g1-blade", 2);
+    assert!(plain.violations.is_empty() && blade.violations.is_empty(), "{:?} {:?}", plain.violations, blade.violations);
+    let count = |a: &str| trace.lines().filter(|l| l.contains(&format!("\"action\":\"{a}\""))).count();
+    assert!(count("TransferLeadership") > 0, "the leader handed off before collecting");
+    assert!(count("GrantGc") > 0 && count("Collect") > 0);
+    let p999 = |o: &stutter_sim::world::RunOutput| {
+        let mut l = o.latencies.clone();
+        l.sort_unstable();
+        stutter_sim::percentile(&l, 0.999)
+    };
+    assert!(p999(&blade) < p999(&plain), "p99.9 {} with coordination vs {} without", p999(&blade), p999(&plain));
+}
