@@ -110,7 +110,7 @@ ExecutedEverywhere(s, v) ==
 EventuallyAllExecuted ==
     <>[](\E l \in Replicas :
            /\ role[l] = "Leader"
-           /\ \A s \in Slots : log[l][s] # Empty => ExecutedEverywhere(s, log[l][s].val))
+           /\ \A s \in DOMAIN log[l] : log[l][s] # Empty => ExecutedEverywhere(s, log[l][s].val))
 
 \* Per slot: once a value is chosen in slot s (accepted by a quorum at a
 \* leader's ballot and committed by that leader), every replica

@@ -18,6 +18,10 @@
 (* of the queue durable and sends its messages; a crash keeps dur and any *)
 (* prefix of pend (written but not yet acknowledged).                     *)
 (*                                                                         *)
+(* Logs, and the votes, are kept as windows: functions over the interval *)
+(* of slots still held (see Windows), so that a step's cost does not grow *)
+(* with the number of slots a run has used.                              *)
+(*                                                                         *)
 (* Operators marked MUTATION POINT are overridden by spec/mutants/.       *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets, TLC
@@ -40,7 +44,7 @@ VARIABLES
     ballot,        \* ballot[r]: promised ballot
     role,          \* "Follower" | "Candidate" | "Leader" (volatile)
     up,            \* up[r]: FALSE between Crash and Restart
-    log,           \* log[r][s]: instance [bal, val, com] (com volatile)
+    log,           \* log[r]: window of instances [bal, val, com] (com volatile)
     lastExecuted,  \* highest executed slot (volatile, rebuilt by re-execution)
     trimmed,       \* highest trimmed slot (persisted, with the snapshot)
     gle,           \* global last executed known to r (volatile)
@@ -52,7 +56,7 @@ VARIABLES
     msgs,          \* the network
     owner,         \* owner[b]: replica that started ballot b, or NoOwner
     chosen,        \* history: set of [slot, val, bal] committed by a leader quorum
-    votes,         \* history: votes[s], set of [acc, bal, val] accepted in slot s (see Voted)
+    votes,         \* history: the votes [acc, bal, val] cast, by slot (a window), and more (see Voted)
     crashes,       \* number of crashes so far
     dur,           \* dur[r]: durable state [ballot, log, trimmed, snap] (ModelPersist)
     pend           \* pend[r]: queued writes, each [dur, out] (ModelPersist)
@@ -79,24 +83,42 @@ Min2(a, b) == IF a < b THEN a ELSE b
 Msg(t, f, to, b, s, v, le, g, ents, sn) ==
     [type |-> t, from |-> f, to |-> to, bal |-> b, slot |-> s, val |-> v,
      le |-> le, gle |-> g, entries |-> ents, snap |-> sn]
-\* Instances carried by a message: a function on the slots it carries.
-NoEntries == [s \in {} |-> Empty]
-EntriesOf(r, S) == [s \in {s \in S : log[r][s] # Empty} |-> log[r][s]]
 NoSnap    == [le |-> 0, kv |-> <<>>, sessions |-> [c \in Clients |-> 0], exec |-> <<>>]
 Broadcast == "all"
 
 Send(m)  == msgs' = msgs \cup {m}
 For(r, m) == m.from # r /\ (m.to = Broadcast \/ m.to = r)
 
-\* Highest slot of log lg holding an instance, or the trimmed prefix t.
-\* Written so that TLC does linear work in native loops (CHOOSE tries x in
-\* ascending order and each wrong x fails at once): Max over a set would
-\* be quadratic, and a recursive scan costs a context per slot, which
-\* dominated trace validation with thousands of slots.
-LastIndexOf(lg, t) ==
-    CHOOSE x \in t..NumSlots : /\ x = t \/ lg[x] # Empty
-                               /\ \A y \in (x + 1)..NumSlots : lg[y] = Empty
+(***************************************************************************)
+(* Windows                                                                 *)
+(***************************************************************************)
+\* A log holds instances only in the slots above its trimmed prefix t, up
+\* to its last index: it is a function over the interval (t+1)..last (the
+\* empty function if it holds none), and a slot outside holds no instance.
+\* Kept so, a replica's state, and the cost of a step, depend on the slots
+\* it still holds, not on how many a run has used: trace validation
+\* replays runs of thousands of slots, and copies and fingerprints the
+\* state at every step.  The instances a message carries are a window too
+\* (with gaps of Empty), and so are the votes.
+NoLog == [s \in {} |-> Empty]
+At(lg, s) == IF s \in DOMAIN lg THEN lg[s] ELSE Empty
+\* Lowest and highest slot of a non-empty window f.  TLC enumerates an
+\* interval from its low end, so Lo costs one step, and Hi no more.
+Lo(f) == CHOOSE x \in DOMAIN f : x - 1 \notin DOMAIN f
+Hi(f) == Lo(f) + Cardinality(DOMAIN f) - 1
+\* Last slot of log lg holding an instance, or its trimmed prefix t.
+LastIndexOf(lg, t) == IF DOMAIN lg = {} THEN t ELSE Hi(lg)
 LastIndex(r) == LastIndexOf(log[r], trimmed[r])
+\* Log lg with trimmed prefix t and the instance e # Empty in slot s > t.
+Put(lg, t, s, e) ==
+    IF s \in DOMAIN lg THEN [lg EXCEPT ![s] = e]
+    ELSE [x \in (t + 1)..s |-> IF x = s THEN e ELSE At(lg, x)]
+\* The instances of lg above slot k (a log with trimmed prefix k).
+Above(lg, k) == IF DOMAIN lg = {} \/ Hi(lg) <= k THEN NoLog
+                ELSE [x \in (k + 1)..Hi(lg) |-> At(lg, x)]
+\* Instances carried by a message: the window of r's log over slots a+1..b.
+NoEntries == NoLog
+EntriesOf(r, a, b) == IF b <= a THEN NoLog ELSE [x \in (a + 1)..b |-> At(log[r], x)]
 
 \* The executed state of r, as a snapshot carries it.
 CurrentSnap(r) == [le |-> lastExecuted[r], kv |-> kv[r], sessions |-> sessions[r], exec |-> exec[r]]
@@ -113,6 +135,9 @@ ApplyReqs(k, ss, reqs) ==
          ELSE ApplyReqs(k, ss, Tail(reqs))
 Applied(r, v) == ApplyReqs(kv[r], sessions[r], Requests(v))
 ExecHistory(e, v) == Append(e, v)
+\* The history of leader commits after commit c (overridden by trace
+\* validation, which checks no invariant that reads it).
+CommitHistory(c) == chosen \cup {c}
 
 (***************************************************************************)
 (* Votes (history, for the invariants only)                                *)
@@ -122,25 +147,53 @@ ExecHistory(e, v) == Append(e, v)
 \* durably (its own instance, which a leader counts as its own vote and a
 \* promise reports to the next leader).  The spec adds to votes wherever
 \* messages leave or the durable log changes (Out, PersistUpTo, Crash).
-\* Votes of r: the instances of its durable log lg, and the Accepted
-\* messages among M.
-Voted(r, lg, M) ==
-    LET A == {m \in M : m.type = "Accepted"} IN
-    [s \in Slots |->
-        votes[s]
-        \cup (IF lg[s] # Empty THEN {[acc |-> r, bal |-> lg[s].bal, val |-> lg[s].val]} ELSE {})
-        \cup {[acc |-> m.from, bal |-> m.bal, val |-> m.val] : m \in {m \in A : m.slot = s}}]
+\* votes.at is a sequence: votes.at[i] holds the votes of slot votes.base + i,
+\* up to the highest slot voted in (votes.base is 0 in the models; trace
+\* validation drops the slots every replica has trimmed, TraceMultiPaxos).
+\* votes.at[i].cast holds the votes [acc, bal, val] cast in the slot and
+\* votes.at[i].chosen the values chosen there, kept with them so that the
+\* invariants need not count votes in every state; votes.max[a] is the
+\* highest ballot acceptor a voted in.  (A sequence, so that TLC updates
+\* and extends it in native code: it spans every replica's window.)
+NoVotes == [cast |-> {}, chosen |-> {}]
+VotesAt(s) == IF votes.base < s /\ s <= votes.base + Len(votes.at) THEN votes.at[s - votes.base] ELSE NoVotes
+\* The values a majority voted for at one ballot, among the votes V.
+ChosenIn(V) ==
+    {x.val : x \in {x \in V : Majority({y.acc : y \in {y \in V : y.bal = x.bal /\ y.val = x.val}})}}
+\* at (a votes sequence starting after slot base) with the votes of each
+\* slot s in DOMAIN U (all within it) replaced by U[s], one at a time.
+RECURSIVE UpdateVotes(_, _, _)
+UpdateVotes(at, base, U) ==
+    IF DOMAIN U = {} THEN at
+    ELSE LET s == CHOOSE s \in DOMAIN U : TRUE
+         IN  UpdateVotes([at EXCEPT ![s - base] = U[s]], base, [x \in DOMAIN U \ {s} |-> U[x]])
+\* The votes after r's durable log went from old to new and the messages M
+\* left: the instances new holds that old did not (every instance of a
+\* durable log was added when it became durable), and the Accepted among M.
+\* Votes for slots at or below votes.base (trimmed everywhere) are not kept.
+Voted(r, new, old, M) ==
+    LET A    == {m \in M : m.type = "Accepted"}
+        Mine == {s \in DOMAIN new : new[s] # Empty /\ new[s] # At(old, s)}
+        base == votes.base
+        S    == {s \in Mine \cup {m.slot : m \in A} : s > base}
+        Add(s) == (IF s \in Mine THEN {[acc |-> r, bal |-> new[s].bal, val |-> new[s].val]} ELSE {})
+                  \cup {[acc |-> m.from, bal |-> m.bal, val |-> m.val] : m \in {m \in A : m.slot = s}}
+        Upd(s) == LET c == VotesAt(s).cast \cup Add(s) IN [cast |-> c, chosen |-> ChosenIn(c)]
+        len  == Max({Len(votes.at)} \cup {s - base : s \in S})
+        at   == votes.at \o [i \in 1..(len - Len(votes.at)) |-> NoVotes]
+        Top(a) == Max({votes.max[a]} \cup {m.bal : m \in {m \in A : m.from = a}}
+                      \cup (IF a = r THEN {new[s].bal : s \in Mine} ELSE {}))
+    IN  IF S = {} THEN votes
+        ELSE [base |-> base, at |-> UpdateVotes(at, base, [s \in S |-> Upd(s)]),
+              max  |-> [a \in Replicas |-> Top(a)]]
 
 \* v is chosen in slot s: a majority voted for it at one ballot.
-IsChosen(s, v) ==
-    LET V == {x \in votes[s] : x.val = v}
-    IN  \E b \in {x.bal : x \in V} : Majority({x.acc : x \in {x \in V : x.bal = b}})
+IsChosen(s, v) == v \in VotesAt(s).chosen
 
 (***************************************************************************)
 (* Persistence                                                             *)
 (***************************************************************************)
-Strip(l)  == [s \in Slots |-> [l[s] EXCEPT !.com = FALSE]]
-NoLog     == [s \in Slots |-> Empty]
+Strip(l)  == [s \in DOMAIN l |-> [l[s] EXCEPT !.com = FALSE]]
 NoDur     == [ballot |-> 0, log |-> NoLog, trimmed |-> 0, snap |-> NoSnap]
 \* The durable part of r's state after the current step (primed).
 DurNext(r) == [ballot |-> ballot'[r], log |-> Strip(log'[r]), trimmed |-> trimmed'[r], snap |-> snap'[r]]
@@ -189,17 +242,17 @@ HoldUntilDurable == TRUE
 Out(r, Now, Held) ==
     IF ~ModelPersist
     THEN /\ msgs' = msgs \cup Now \cup Held
-         /\ votes' = Voted(r, log'[r], Now \cup Held)
+         /\ votes' = Voted(r, log'[r], log[r], Now \cup Held)
          /\ UNCHANGED <<dur, pend>>
     ELSE LET v == DurNext(r)
              L == Len(pend[r])
          IN  IF pend[r] = <<>> /\ v = dur[r]          \* nothing to wait for
              THEN /\ msgs' = msgs \cup Now \cup Held
-                  /\ votes' = Voted(r, NoLog, Now \cup Held)
+                  /\ votes' = Voted(r, NoLog, NoLog, Now \cup Held)
                   /\ UNCHANGED <<dur, pend>>
              ELSE LET sent == Now \cup (IF HoldUntilDurable THEN {} ELSE Held) IN
                   /\ msgs' = msgs \cup sent
-                  /\ votes' = Voted(r, NoLog, sent)
+                  /\ votes' = Voted(r, NoLog, NoLog, sent)
                   /\ LET h == IF HoldUntilDurable THEN Held ELSE {} IN
                      pend' = [pend EXCEPT ![r] =
                                 IF v = LastView(r)    \* wait for the last write
@@ -212,7 +265,7 @@ Init ==
     /\ ballot = [r \in Replicas |-> 0]
     /\ role = [r \in Replicas |-> "Follower"]
     /\ up = [r \in Replicas |-> TRUE]
-    /\ log = [r \in Replicas |-> [s \in Slots |-> Empty]]
+    /\ log = [r \in Replicas |-> NoLog]
     /\ lastExecuted = [r \in Replicas |-> 0]
     /\ trimmed = [r \in Replicas |-> 0]
     /\ gle = [r \in Replicas |-> 0]
@@ -224,7 +277,7 @@ Init ==
     /\ msgs = {}
     /\ owner = [b \in Ballots |-> NoOwner]
     /\ chosen = {}
-    /\ votes = [s \in Slots |-> {}]
+    /\ votes = [base |-> 0, at |-> <<>>, max |-> [r \in Replicas |-> 0]]
     /\ crashes = 0
     /\ dur = [r \in Replicas |-> NoDur]
     /\ pend = [r \in Replicas |-> <<>>]
@@ -268,7 +321,7 @@ HandlePrepare(r, m) ==
     /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
     /\ LET after == IF trimmed[r] > m.le THEN lastExecuted[r] ELSE m.le IN
        Out(r, {}, {Msg("Promise", r, m.from, m.bal, 0, NoVal, lastExecuted[r], 0,
-                       EntriesOf(r, {s \in Slots : s > after}),
+                       EntriesOf(r, after, LastIndex(r)),
                        IF trimmed[r] > m.le THEN CurrentSnap(r) ELSE NoSnap)})
 
 \* A Prepare, Accept or Heartbeat of a lower ballot is answered with the
@@ -295,21 +348,21 @@ BecomeLeaderWith(r, Q) ==
                        THEN (CHOOSE p \in P : \A q \in P : q.snap.le <= p.snap.le).snap
                        ELSE CurrentSnap(r)
               le    == sn.le
-              top   == Max({LastIndex(r)} \cup UNION {DOMAIN p.entries : p \in P})
-              E(s)  == {p.entries[s] : p \in {p \in P : s \in DOMAIN p.entries}}
-                       \cup (IF log[r][s] # Empty THEN {log[r][s]} ELSE {})
+              top   == Max({LastIndex(r)} \cup {LastIndexOf(p.entries, 0) : p \in P})
+              E(s)  == ({At(p.entries, s) : p \in P} \cup {At(log[r], s)}) \ {Empty}
               inst  == le > lastExecuted[r]   \* a snapshot is installed
-              newlog == [s \in Slots |->
-                          IF s <= le THEN (IF inst THEN Empty ELSE log[r][s])
-                          ELSE IF s <= top THEN MergeEntry(log[r][s], E(s), LeaderBallot(r, b))
-                          ELSE Empty]
+              t     == IF inst THEN le ELSE trimmed[r]   \* trimmed prefix after
+              newlog == IF top <= t THEN NoLog
+                        ELSE [s \in (t + 1)..top |->
+                                IF s <= le THEN At(log[r], s)
+                                ELSE MergeEntry(At(log[r], s), E(s), LeaderBallot(r, b))]
           IN /\ {p.from : p \in P} = Q
              /\ Majority(Q \cup {r})
              /\ ballot' = [ballot EXCEPT ![r] = LeaderBallot(r, b)]
              /\ role' = [role EXCEPT ![r] = "Leader"]
              /\ log' = [log EXCEPT ![r] = newlog]
              /\ lastExecuted' = [lastExecuted EXCEPT ![r] = le]
-             /\ trimmed' = [trimmed EXCEPT ![r] = IF inst THEN le ELSE @]
+             /\ trimmed' = [trimmed EXCEPT ![r] = t]
              /\ snap' = [snap EXCEPT ![r] = IF inst THEN sn ELSE @]
              /\ kv' = [kv EXCEPT ![r] = sn.kv]
              /\ sessions' = [sessions EXCEPT ![r] = sn.sessions]
@@ -317,7 +370,7 @@ BecomeLeaderWith(r, Q) ==
              /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
              /\ UNCHANGED <<up, gle, owner, chosen, crashes>>
              /\ Out(r, {Msg("Accept", r, Broadcast, LeaderBallot(r, b), s, newlog[s].val,
-                            0, 0, NoEntries, NoSnap) : s \in {s \in Slots : le < s /\ s <= top}}, {})
+                            0, 0, NoEntries, NoSnap) : s \in (le + 1)..top}, {})
 
 \* The code becomes leader on the first majority of promises; without
 \* FineSteps, on all promises that arrived (fewer states).
@@ -353,7 +406,7 @@ ProposeValue(r, v) ==
     /\ up[r] /\ role[r] = "Leader"
     /\ LastIndex(r) < NumSlots
     /\ LET s == LastIndex(r) + 1 IN
-       /\ log' = [log EXCEPT ![r][s] = [bal |-> ballot[r], val |-> v, com |-> FALSE]]
+       /\ log' = [log EXCEPT ![r] = Put(@, trimmed[r], s, [bal |-> ballot[r], val |-> v, com |-> FALSE])]
        /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
        /\ Out(r, {Msg("Accept", r, Broadcast, ballot[r], s, v, 0, 0, NoEntries, NoSnap)}, {})
 
@@ -365,9 +418,9 @@ HandleAccept(r, m) ==
     /\ AcceptOK(r, m.bal)
     /\ ballot' = [ballot EXCEPT ![r] = PromiseAfterAccept(r, m.bal)]
     /\ role' = [role EXCEPT ![r] = IF m.bal > ballot[r] THEN "Follower" ELSE @]
-    /\ log' = [log EXCEPT ![r][m.slot] =
-                 IF @.com \/ m.slot <= lastExecuted[r] \/ m.slot <= trimmed[r] THEN @
-                 ELSE [bal |-> m.bal, val |-> m.val, com |-> FALSE]]
+    /\ log' = [log EXCEPT ![r] =
+                 IF At(@, m.slot).com \/ m.slot <= lastExecuted[r] \/ m.slot <= trimmed[r] THEN @
+                 ELSE Put(@, trimmed[r], m.slot, [bal |-> m.bal, val |-> m.val, com |-> FALSE])]
     /\ UNCHANGED <<up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
     /\ Out(r, {}, {Msg("Accepted", r, m.from, m.bal, m.slot, m.val, 0, 0, NoEntries, NoSnap)})
 
@@ -375,27 +428,27 @@ HandleAccept(r, m) ==
 \* own vote counts once its instance is durable.
 Acks(r, s) ==
     {m.from : m \in {m \in msgs : m.type = "Accepted" /\ m.to = r /\ m.bal = ballot[r] /\ m.slot = s}}
-    \cup (IF Durable(r).log[s].bal = ballot[r] THEN {r} ELSE {})
+    \cup (IF At(Durable(r).log, s).bal = ballot[r] THEN {r} ELSE {})
 
 CommitSlot(r, s) ==
     /\ up[r] /\ role[r] = "Leader"
-    /\ log[r][s] # Empty /\ ~log[r][s].com /\ s > lastExecuted[r]
+    /\ At(log[r], s) # Empty /\ ~log[r][s].com /\ s > lastExecuted[r]
     /\ log[r][s].bal = ballot[r]
     /\ CommitQuorum(Acks(r, s))
     /\ log' = [log EXCEPT ![r][s].com = TRUE]
-    /\ chosen' = chosen \cup {[slot |-> s, val |-> log[r][s].val, bal |-> ballot[r]]}
+    /\ chosen' = CommitHistory([slot |-> s, val |-> log[r][s].val, bal |-> ballot[r]])
     /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, votes, crashes, dur, pend>>
 
-HandleAccepted(r) == \E s \in Slots : CommitSlot(r, s)
+HandleAccepted(r) == \E s \in DOMAIN log[r] : CommitSlot(r, s)
 
 \* Apply the next committed slot; at most once per (client, seq).
 Execute(r) ==
     /\ up[r]
     /\ lastExecuted[r] < NumSlots
     /\ LET s == lastExecuted[r] + 1
-           v == log[r][s].val
+           v == At(log[r], s).val
            a == Applied(r, v)
-       IN /\ log[r][s] # Empty /\ ExecuteOK(log[r][s])
+       IN /\ At(log[r], s) # Empty /\ ExecuteOK(log[r][s])
           /\ lastExecuted' = [lastExecuted EXCEPT ![r] = s]
           /\ exec' = [exec EXCEPT ![r] = ExecHistory(@, v)]
           /\ kv' = [kv EXCEPT ![r] = a.kv]
@@ -413,16 +466,20 @@ SendHeartbeat(r) ==
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* Slots a follower commits on heartbeat m: last_executed+1 .. m.le in order,
-\* skipping those already committed, while the instance exists and
-\* FollowerCommitOK (its ballot is m's).
+\* skipping those already committed, while the instance exists and is
+\* committed or FollowerCommitOK (its ballot is m's).  k is the end of that
+\* run; CHOOSE tries k upward and each k before the end fails at its first
+\* conjunct, so TLC's work is linear in the run.
 HBCommits(r, m) ==
-    {s \in (lastExecuted[r] + 1)..Min2(m.le, NumSlots) : /\ ~log[r][s].com
-                   /\ \A t \in (lastExecuted[r] + 1)..s :
-                        log[r][t] # Empty /\ (log[r][t].com \/ FollowerCommitOK(log[r][t], m.bal))}
+    LET le    == lastExecuted[r]
+        OK(s) == At(log[r], s) # Empty /\ (log[r][s].com \/ FollowerCommitOK(log[r][s], m.bal))
+        hi    == Max2(le, Min2(m.le, LastIndex(r)))
+        k     == CHOOSE k \in le..hi : (k = hi \/ ~OK(k + 1)) /\ \A t \in (le + 1)..k : OK(t)
+    IN  {s \in (le + 1)..k : ~log[r][s].com}
 
 \* Highest slot that in-order execution reaches from le over the log lg.
 RECURSIVE ExecUpTo(_, _)
-ExecUpTo(le, lg) == IF le < NumSlots /\ lg[le + 1].com THEN ExecUpTo(le + 1, lg) ELSE le
+ExecUpTo(le, lg) == IF At(lg, le + 1).com THEN ExecUpTo(le + 1, lg) ELSE le
 
 \* The reply reports the last executed slot after executing what this
 \* heartbeat committed (the code executes before replying).
@@ -430,7 +487,8 @@ HandleHeartbeat(r, m) ==
     /\ up[r] /\ m.type = "Heartbeat" /\ For(r, m)
     /\ m.bal >= ballot[r]
     /\ LET C == HBCommits(r, m)      \* evaluated once, not once per slot
-           newlog == [s \in Slots |-> IF s \in C THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]
+           newlog == IF C = {} THEN log[r]
+                     ELSE [s \in DOMAIN log[r] |-> IF s \in C THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]
        IN /\ ballot' = [ballot EXCEPT ![r] = m.bal]
           /\ role' = [role EXCEPT ![r] = "Follower"]
           /\ log' = [log EXCEPT ![r] = newlog]
@@ -462,7 +520,7 @@ SendCatchUpTo(r, m, hi) ==
     /\ m.type = "HeartbeatReply" /\ m.to = r /\ m.bal = ballot[r]
     /\ trimmed[r] <= m.le /\ m.le < hi /\ hi <= lastExecuted[r]
     /\ Send(Msg("CatchUp", r, m.from, ballot[r], 0, NoVal, hi, 0,
-                EntriesOf(r, (m.le + 1)..hi), NoSnap))
+                EntriesOf(r, m.le, hi), NoSnap))
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* ... or, if it trimmed them, its executed state.
@@ -474,7 +532,7 @@ SendSnapshot(r, m) ==
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 SendCatchUp(r) ==
-    \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in Slots : SendCatchUpTo(r, m, hi)
+    \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in (m.le + 1)..lastExecuted[r] : SendCatchUpTo(r, m, hi)
 
 \* A follower stores the chosen instances of a CatchUp as committed.
 HandleCatchUp(r, m) ==
@@ -482,10 +540,13 @@ HandleCatchUp(r, m) ==
     /\ m.bal >= ballot[r]
     /\ ballot' = [ballot EXCEPT ![r] = m.bal]
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |->
-                 IF s \in DOMAIN m.entries /\ s > lastExecuted[r] /\ ~@[s].com
-                 THEN [m.entries[s] EXCEPT !.com = TRUE]
-                 ELSE @[s]]]
+    /\ LET M      == m.entries
+           New(s) == At(M, s) # Empty /\ s > lastExecuted[r] /\ ~At(log[r], s).com
+           hi     == Max2(LastIndex(r), LastIndexOf(M, 0))
+       IN  log' = [log EXCEPT ![r] =
+                     IF hi <= trimmed[r] THEN NoLog
+                     ELSE [s \in (trimmed[r] + 1)..hi |->
+                             IF New(s) THEN [M[s] EXCEPT !.com = TRUE] ELSE At(log[r], s)]]
     /\ UNCHANGED <<up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
     /\ Out(r, {}, {})
 
@@ -496,7 +557,7 @@ InstallSnapshot(r, m) ==
     /\ m.snap.le > lastExecuted[r]
     /\ ballot' = [ballot EXCEPT ![r] = m.bal]
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |-> IF s <= m.snap.le THEN Empty ELSE @[s]]]
+    /\ log' = [log EXCEPT ![r] = Above(@, m.snap.le)]
     /\ lastExecuted' = [lastExecuted EXCEPT ![r] = m.snap.le]
     /\ trimmed' = [trimmed EXCEPT ![r] = m.snap.le]
     /\ snap' = [snap EXCEPT ![r] = m.snap]
@@ -511,7 +572,7 @@ Trim(r) ==
     /\ ModelTrim /\ up[r]
     /\ TrimLimit(r) > trimmed[r]
     /\ trimmed' = [trimmed EXCEPT ![r] = TrimLimit(r)]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |-> IF s <= TrimLimit(r) THEN Empty ELSE @[s]]]
+    /\ log' = [log EXCEPT ![r] = Above(@, TrimLimit(r))]
     /\ snap' = [snap EXCEPT ![r] = CurrentSnap(r)]
     /\ UNCHANGED <<ballot, role, up, lastExecuted, gle, peerLE, kv, sessions, exec, owner, chosen, crashes>>
     /\ Out(r, {}, {})
@@ -526,7 +587,7 @@ PersistUpTo(r, k) ==
     /\ LET out == UNION {pend[r][i].out : i \in 1..k} IN
        /\ dur' = [dur EXCEPT ![r] = pend[r][k].dur]
        /\ msgs' = msgs \cup out
-       /\ votes' = Voted(r, pend[r][k].dur.log, out)
+       /\ votes' = Voted(r, pend[r][k].dur.log, dur[r].log, out)
     /\ pend' = [pend EXCEPT ![r] = SubSeq(@, k + 1, Len(@))]
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
 
@@ -540,7 +601,7 @@ Crash(r) ==
     /\ crashes' = crashes + 1
     /\ \E k \in 0..Len(pend[r]) :
          /\ dur' = [dur EXCEPT ![r] = IF k = 0 THEN @ ELSE pend[r][k].dur]
-         /\ votes' = IF k = 0 THEN votes ELSE Voted(r, pend[r][k].dur.log, {})
+         /\ votes' = IF k = 0 THEN votes ELSE Voted(r, pend[r][k].dur.log, dur[r].log, {})
     /\ pend' = [pend EXCEPT ![r] = <<>>]
     /\ UNCHANGED <<ballot, role, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen>>
 
@@ -553,7 +614,7 @@ Restart(r) ==
        /\ up' = [up EXCEPT ![r] = TRUE]
        /\ ballot' = [ballot EXCEPT ![r] = RestartBallot(r)]
        /\ role' = [role EXCEPT ![r] = "Follower"]
-       /\ log' = [log EXCEPT ![r] = [s \in Slots |->
+       /\ log' = [log EXCEPT ![r] = [s \in DOMAIN D.log |->
                     IF D.log[s] # Empty /\ s <= D.snap.le THEN [D.log[s] EXCEPT !.com = TRUE]
                     ELSE D.log[s]]]
        /\ trimmed' = [trimmed EXCEPT ![r] = D.trimmed]
@@ -602,7 +663,10 @@ TypeOK ==
     /\ ballot \in [Replicas -> {0} \cup Ballots]
     /\ role \in [Replicas -> Roles]
     /\ up \in [Replicas -> BOOLEAN]
-    /\ log \in [Replicas -> [Slots -> Entry \cup {Empty}]]
+    /\ \A r \in Replicas :       \* log[r]: a window over trimmed+1 .. last index
+         /\ DOMAIN log[r] \subseteq Slots
+         /\ \A s \in DOMAIN log[r] : log[r][s] \in Entry \cup {Empty}
+         /\ DOMAIN log[r] # {} => Lo(log[r]) = trimmed[r] + 1 /\ log[r][Hi(log[r])] # Empty
     /\ lastExecuted \in [Replicas -> 0..NumSlots]
     /\ trimmed \in [Replicas -> 0..NumSlots]
     /\ gle \in [Replicas -> 0..NumSlots]
@@ -610,16 +674,22 @@ TypeOK ==
     /\ sessions \in [Replicas -> [Clients -> 0..MaxSeq]]
     /\ owner \in [Ballots -> Replicas \cup {NoOwner}]
     /\ crashes \in 0..MaxCrashes
-    /\ votes \in [Slots -> SUBSET [acc : Replicas, bal : Ballots, val : Values]]
+    /\ votes.base + Len(votes.at) <= NumSlots
+    /\ \A i \in DOMAIN votes.at :
+         /\ votes.at[i].cast \subseteq [acc : Replicas, bal : Ballots, val : Values]
+         /\ votes.at[i].chosen = ChosenIn(votes.at[i].cast)
+    /\ votes.max \in [Replicas -> {0} \cup Ballots]
+    /\ \A r \in Replicas : \A i \in DOMAIN votes.at : \A x \in votes.at[i].cast :
+         x.acc = r => x.bal <= votes.max[r]
     /\ \A r \in Replicas : ModelPersist \/ pend[r] = <<>>
 
 \* At most one value is committed per slot, across replicas and over time.
 Agreement ==
     /\ \A c1, c2 \in chosen : c1.slot = c2.slot => c1.val = c2.val
-    /\ \A r1, r2 \in Replicas, s \in Slots :
-         (log[r1][s].com /\ log[r2][s].com) => log[r1][s].val = log[r2][s].val
-    /\ \A r \in Replicas, s \in Slots, c \in chosen :
-         (log[r][s].com /\ c.slot = s) => log[r][s].val = c.val
+    /\ \A r1, r2 \in Replicas : \A s \in DOMAIN log[r1] :
+         (log[r1][s].com /\ At(log[r2], s).com) => log[r1][s].val = log[r2][s].val
+    /\ \A r \in Replicas, c \in chosen :
+         At(log[r], c.slot).com => log[r][c.slot].val = c.val
 
 \* Same slot, same value; same last executed, same key-value state.
 ExecutedPrefixesAgree ==
@@ -634,7 +704,7 @@ CommittedSurvivesElection ==
     \A r \in Replicas, c \in chosen :
        (up[r] /\ role[r] = "Leader" /\ c.bal <= ballot[r]) =>
           \/ c.slot <= lastExecuted[r] /\ exec[r][c.slot] = c.val
-          \/ log[r][c.slot] # Empty /\ log[r][c.slot].val = c.val
+          \/ At(log[r], c.slot) # Empty /\ log[r][c.slot].val = c.val
 
 \* A (client, seq) is applied at most once to the key-value state.
 AtMostOnce ==
@@ -647,7 +717,7 @@ TrimmedExecuted == \A r \in Replicas : trimmed[r] <= lastExecuted[r]
 \* value at one ballot): committing takes a quorum, and so does every way
 \* a replica learns of a commit (heartbeat, catch-up, merge, restart).
 CommittedIsChosen ==
-    \A r \in Replicas, s \in Slots : log[r][s].com => IsChosen(s, log[r][s].val)
+    \A r \in Replicas : \A s \in DOMAIN log[r] : log[r][s].com => IsChosen(s, log[r][s].val)
 
 \* Every executed value is chosen in its slot.  exec[r] holds the values
 \* of the slots up to lastExecuted[r]: all of them (Len = lastExecuted)
@@ -660,8 +730,8 @@ ExecutedIsChosen ==
 \* every ballot it voted in is at most its durable promise (a vote counts
 \* only once the promise that covers it is on disk).
 AcceptedBelowPromise ==
-    /\ \A r \in Replicas, s \in Slots : log[r][s].bal <= ballot[r]
-    /\ \A s \in Slots : \A x \in votes[s] : x.bal <= DurableBallot(x.acc)
+    /\ \A r \in Replicas : \A s \in DOMAIN log[r] : log[r][s].bal <= ballot[r]
+    /\ \A r \in Replicas : votes.max[r] <= DurableBallot(r)
 
 \* Ballots never go down: the in-memory ballot while the replica stays up
 \* (with ModelPersist a crash loses a ballot not yet durable, so it may

@@ -4,5 +4,5 @@
 \* EXPECT: DurableBallotMonotonic
 \* OVERRIDE: RestartBallot <- MutRestartBallot
 EXTENDS MultiPaxos
-MutRestartBallot(r) == LET D == Durable(r) IN Max({0} \cup {D.log[s].bal : s \in Slots})
+MutRestartBallot(r) == LET D == Durable(r) IN Max({0} \cup {D.log[s].bal : s \in DOMAIN D.log})
 ====
