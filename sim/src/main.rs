@@ -191,6 +191,24 @@ struct SetupArgs {
     /// GC coordination in the manner of Blade (docs/protocol.md).
     #[arg(long)]
     blade: bool,
+    /// Share of a core each replica gets while it has work (1: cores of
+    /// its own; docs/calibration.md).
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// One-way network delay: minimum and mean of the exponential part, µs.
+    #[arg(long, default_value_t = stutter_sim::study::Setup::NET_DISK_DEFAULT.0)]
+    net_min_us: u64,
+    #[arg(long, default_value_t = stutter_sim::study::Setup::NET_DISK_DEFAULT.1)]
+    net_extra_us: f64,
+    /// Persist latency, uniform in [min, max] µs.
+    #[arg(long, default_value_t = stutter_sim::study::Setup::NET_DISK_DEFAULT.2)]
+    disk_min_us: u64,
+    #[arg(long, default_value_t = stutter_sim::study::Setup::NET_DISK_DEFAULT.3)]
+    disk_max_us: u64,
+    /// Persist latency drawn from these quantiles (µs, at evenly spaced
+    /// probabilities, comma separated) instead.
+    #[arg(long, value_delimiter = ',')]
+    disk_quantiles_us: Vec<u64>,
 }
 
 impl SetupArgs {
@@ -200,6 +218,12 @@ impl SetupArgs {
             "b" => 0.95,
             w => bail!("unknown workload {w}: a or b"),
         };
+        if self.disk_quantiles_us.windows(2).any(|w| w[1] < w[0]) {
+            bail!("--disk-quantiles-us must not decrease");
+        }
+        if !(self.speed > 0.0 && self.speed <= 100.0) {
+            bail!("--speed {} must be in (0, 100]", self.speed);
+        }
         if !["none", "go", "g1"].contains(&self.model.as_str()) {
             bail!("unknown model {}: none, go or g1", self.model);
         }
@@ -212,6 +236,12 @@ impl SetupArgs {
             warmup: self.warmup,
             read_fraction,
             coordinated: self.blade,
+            speed: self.speed,
+            net_min_us: self.net_min_us,
+            net_extra_us: self.net_extra_us,
+            disk_min_us: self.disk_min_us,
+            disk_max_us: self.disk_max_us,
+            disk_quantiles_us: self.disk_quantiles_us.clone(),
         })
     }
 }

@@ -12,7 +12,7 @@
 //! messages, replies) is garbage at once.
 
 use serde::{Deserialize, Serialize};
-use stutter_core::{Input, Message, Op, Replica, Time};
+use stutter_core::{Input, Message, Op, Output, Replica, Time};
 use stutter_gc::{Alloc, Collector, Event, GcModel};
 
 /// Bytes each kind of input allocates.
@@ -25,8 +25,11 @@ pub struct AllocTable {
     pub persisted: u64,
     /// Per byte of keys and values an input carries (decoded copies).
     pub per_payload_byte: f64,
-    /// Per request executed (the reply, the session entry).
+    /// Per request executed (the session entry).
     pub executed: u64,
+    /// Per reply to a client and per message sent (the encoded frame).
+    pub reply: u64,
+    pub send: u64,
 }
 
 impl Default for AllocTable {
@@ -97,6 +100,17 @@ impl MemoryModel {
         let log = if rep.last_index() > rep.trimmed() { rep.last_index() - rep.trimmed() } else { 0 };
         let own = sm.kv.len() as u64 * entry + sm.sessions.len() as u64 * 64 + log * slot;
         ((self.dataset_bytes + own) as f64 * self.overhead) as u64
+    }
+
+    /// Bytes a step's outputs allocate (replies and sends encoded).
+    pub fn output_bytes(&self, out: &[Output]) -> u64 {
+        out.iter()
+            .map(|o| match o {
+                Output::Reply { .. } => self.alloc.reply,
+                Output::Send { .. } => self.alloc.send,
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Bytes an input allocates before its protocol step.
@@ -205,5 +219,24 @@ impl Heap {
 
     pub fn finish(&mut self, now: Time, busy_cores: f64) -> stutter_gc::Stats {
         self.collector.finish(now, busy_cores).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stutter_core::{Reply, Timer};
+
+    #[test]
+    fn replies_and_sends_allocate_their_frames() {
+        let m = MemoryModel { alloc: AllocTable { reply: 300, send: 200, ..AllocTable::default() }, ..MemoryModel::default() };
+        let out = [
+            Output::Reply { client: 1, seq: 1, reply: Reply::Done },
+            Output::Send { to: 1, msg: Message::Accepted { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), ok: true } },
+            Output::Send { to: 2, msg: Message::Accepted { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), ok: true } },
+            Output::SetTimer { timer: Timer::Heartbeat, at: 5 },
+        ];
+        assert_eq!(m.output_bytes(&out), 300 + 2 * 200);
+        assert_eq!(m.output_bytes(&[]), 0);
     }
 }

@@ -143,6 +143,11 @@ pub struct Scenario {
     /// Config::trim_bytes (0 = trim by slots only).
     #[serde(default)]
     pub trim_bytes: u64,
+    /// A measured persist latency (µs) instead of the uniform
+    /// `[disk_min, disk_max]`: its quantiles at evenly spaced
+    /// probabilities 0, 1/(n−1), …, 1, interpolated (docs/calibration.md).
+    #[serde(default)]
+    pub disk_quantiles: Vec<Time>,
 }
 
 fn one() -> u32 {
@@ -184,7 +189,21 @@ impl Scenario {
             window: default_window(),
             max_batch: default_batch(),
             trim_bytes: 0,
+            disk_quantiles: Vec::new(),
         }
+    }
+
+    /// A persist's latency: uniform in `[disk_min, disk_max]`, or drawn
+    /// from `disk_quantiles` when given.
+    pub fn disk_latency(&self, rng: &mut Rng) -> Time {
+        let q = &self.disk_quantiles;
+        if q.len() < 2 {
+            return rng.range(self.disk_min, self.disk_max);
+        }
+        let x = rng.f64() * (q.len() - 1) as f64;
+        let i = (x as usize).min(q.len() - 2);
+        let (a, b) = (q[i] as f64, q[i + 1] as f64);
+        (a + (b - a) * (x - i as f64)).round() as Time
     }
 
     pub fn names() -> [&'static str; 14] {
@@ -402,6 +421,23 @@ impl Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_latency_is_uniform_by_default_and_follows_given_quantiles() {
+        let mut s = Scenario::base("t");
+        let (mut a, mut b) = (Rng::new(3), Rng::new(3));
+        for _ in 0..100 {
+            // The default draws exactly what it always drew.
+            assert_eq!(s.disk_latency(&mut a), b.range(s.disk_min, s.disk_max));
+        }
+        s.disk_quantiles = vec![100, 200, 200, 1_000];
+        let draws: Vec<Time> = (0..3_000).map(|_| s.disk_latency(&mut a)).collect();
+        assert!(draws.iter().all(|d| (100..=1_000).contains(d)));
+        // A third of the draws falls in each segment between quantiles.
+        let low = draws.iter().filter(|d| **d < 200).count() as f64 / 3_000.0;
+        let high = draws.iter().filter(|d| **d > 200).count() as f64 / 3_000.0;
+        assert!((low - 1.0 / 3.0).abs() < 0.05 && (high - 1.0 / 3.0).abs() < 0.05, "{low} {high}");
+    }
 
     #[test]
     fn every_named_scenario_and_profile_exists() {

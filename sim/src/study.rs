@@ -31,9 +31,30 @@ pub struct Setup {
     /// GC coordination (Blade) on.
     #[serde(default)]
     pub coordinated: bool,
+    /// The share of a core each replica gets while it has work (the
+    /// calibrated costs' `speed`): 1 for cores of its own; less to stand
+    /// for replicas sharing cores with each other and a load generator,
+    /// as the real cluster of the calibration does (docs/calibration.md).
+    pub speed: f64,
+    /// One-way network delay: a minimum plus an exponential of this mean,
+    /// µs; and the disk's latency from a persist request to its
+    /// durability, uniform in `[disk_min_us, disk_max_us]`. The defaults
+    /// (`Setup::NET_DISK_DEFAULT`) are the simulator's usual ones; the
+    /// calibration sets those of the machine it compares with.
+    pub net_min_us: Time,
+    pub net_extra_us: f64,
+    pub disk_min_us: Time,
+    pub disk_max_us: Time,
+    /// A measured persist latency distribution instead (quantiles at even
+    /// probabilities, µs; `Scenario::disk_quantiles`).
+    pub disk_quantiles_us: Vec<Time>,
 }
 
 impl Setup {
+    /// `(net_min_us, net_extra_us, disk_min_us, disk_max_us)` of
+    /// `Scenario::base`.
+    pub const NET_DISK_DEFAULT: (Time, f64, Time, Time) = (100, 150.0, 100, 1_000);
+
     pub fn scenario(&self, rate: f64) -> Option<Scenario> {
         let mut s = Scenario::base(&format!("study/{}@{}x{}c", self.model, self.ratio, self.cores));
         // No faults: what is measured is the collector.
@@ -43,7 +64,15 @@ impl Setup {
         s.liveness_bound = 2 * SEC;
         s.client_timeout = 2 * SEC;
         s.cores = self.cores;
+        s.net_delay_min = self.net_min_us;
+        s.net_delay_mean_extra = self.net_extra_us;
+        s.disk_min = self.disk_min_us;
+        s.disk_max = self.disk_max_us.max(self.disk_min_us);
+        s.disk_quantiles = self.disk_quantiles_us.clone();
         s.service = crate::calibration::service();
+        if let Some(c) = s.service.steps.as_mut() {
+            c.speed = self.speed;
+        }
         // The real node's protocol settings (examples/local-3.toml).
         s.window = 16;
         s.max_batch = 256;

@@ -324,7 +324,8 @@ impl World {
                 return;
             }
             let Some(input) = node.cpu.inbox.pop_front() else { return };
-            let cost = self.s.service.cost(&input);
+            let turn_starts = node.cpu.turn_starts();
+            let pending = self.s.service.begin(&input, value_size, turn_starts);
             let input_bytes = if node.heap.is_some() { self.s.memory.input_bytes(&input, value_size) } else { 0 };
             let busy = node.cpu.busy_cores(speed);
             if let Some(h) = node.heap.as_mut() {
@@ -336,6 +337,8 @@ impl World {
             if let Some(rep) = node.replica.as_mut() {
                 rep.handle(now, input, &mut out);
             }
+            let cost = self.s.service.end(pending, &out, value_size);
+            let step_bytes = if self.nodes[r as usize].heap.is_some() { input_bytes + self.s.memory.output_bytes(&out) } else { 0 };
             self.outputs(r, &mut out);
             self.out = out;
             let node = &mut self.nodes[r as usize];
@@ -343,9 +346,10 @@ impl World {
             if let Some(rep) = node.replica.as_ref() {
                 self.checker.after_step(r, rep);
                 if let Some(h) = node.heap.as_mut() {
-                    assist = h.after_step(now, &self.s.memory, input_bytes, rep, value_size);
+                    assist = h.after_step(now, &self.s.memory, step_bytes, rep, value_size);
                 }
             }
+            let cost = node.cpu.whole(cost);
             let free_at = now + Cpu::duration(cost, assist, speed);
             if node.heap.is_some() {
                 self.at(free_at, Ev::CpuFree { r, inc });
@@ -440,7 +444,7 @@ impl World {
                     }
                 }
                 Output::Persist { token, records } => {
-                    let lat = self.rng.range(self.s.disk_min, self.s.disk_max);
+                    let lat = self.s.disk_latency(&mut self.rng);
                     let node = &mut self.nodes[r as usize];
                     let done = node.disk.append(self.now, lat, token, records);
                     let inc = node.inc;

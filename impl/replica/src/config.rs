@@ -25,6 +25,15 @@
 //! max_inflight_per_connection = 1024
 //! max_client_frame_kb = 4096
 //! max_peer_frame_mb = 256
+//!
+//! [gc]                    # optional; a collector model run against the
+//! model = "go"            # node's real allocation: none (default) | go | g1
+//! memory_limit_mib = 96   # go: GOMEMLIMIT; g1: -Xmx (default 1024)
+//! gogc = 100              # go: GOGC; -1 is off (only the limit paces)
+//! cores = 1.0             # cores the modelled runtime has
+//! dataset_mib = 0         # data it holds besides the node's real state
+//! coordinated = false     # GC coordination (Blade): long collections wait
+//!                         # for the protocol's grant, a leader hands off first
 //! ```
 
 use std::net::SocketAddr;
@@ -135,6 +144,77 @@ impl Limits {
     }
 }
 
+/// A garbage-collector model the node runs against its real allocation
+/// (docs/replica.md, "Collector model"). Off unless `model` is `go` or
+/// `g1`.
+#[derive(Clone, Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Gc {
+    /// `none` (the default), `go` or `g1`.
+    pub model: Option<String>,
+    /// Go: the soft memory limit (GOMEMLIMIT), MiB; none by default.
+    /// G1: the heap size (-Xmx), MiB; 1024 by default.
+    pub memory_limit_mib: Option<u64>,
+    /// Go: GOGC (100 by default); a negative value turns the GOGC pacer
+    /// off, as `debug.SetGCPercent(-1)` does, leaving the memory limit.
+    pub gogc: Option<i64>,
+    /// Cores the modelled runtime has (the share its concurrent workers
+    /// take is a share of these). 1 by default.
+    pub cores: Option<f64>,
+    /// Data the modelled heap holds besides the node's real state, MiB
+    /// (never materialized: the simulator's `dataset_mib`). 0 by default.
+    pub dataset_mib: Option<u64>,
+    /// GC coordination in the manner of Blade (docs/protocol.md): the
+    /// model's long collections wait for the protocol's grant, and a
+    /// leader hands leadership off first. Off by default; every replica of
+    /// a cluster should agree.
+    pub coordinated: Option<bool>,
+}
+
+impl Gc {
+    /// The collector model the section describes.
+    pub fn model(&self) -> Result<stutter_gc::GcModel> {
+        use stutter_gc::{G1Params, GcModel, GoParams};
+        let mib = |m: u64| m.saturating_mul(1 << 20);
+        Ok(match self.model.as_deref().unwrap_or("none") {
+            "none" => GcModel::None,
+            "go" => GcModel::Go(GoParams {
+                gogc: match self.gogc {
+                    None => Some(100),
+                    Some(g) if g < 0 => None,
+                    Some(g) => Some(u32::try_from(g).context("[gc] gogc is too large")?),
+                },
+                memory_limit: self.memory_limit_mib.map(mib),
+                ..GoParams::default()
+            }),
+            "g1" => GcModel::G1(G1Params { heap_size: mib(self.memory_limit_mib.unwrap_or(1024)), ..G1Params::default() }),
+            other => bail!("[gc] model {other:?}: none, go or g1"),
+        })
+    }
+
+    pub fn cores(&self) -> f64 {
+        self.cores.unwrap_or(1.0)
+    }
+
+    pub fn dataset_bytes(&self) -> u64 {
+        self.dataset_mib.unwrap_or(0).saturating_mul(1 << 20)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let m = self.model()?;
+        if !(self.cores() > 0.0 && self.cores() <= 64.0) {
+            bail!("[gc] cores must be in (0, 64]");
+        }
+        if matches!(m, stutter_gc::GcModel::G1(_)) && self.gogc.is_some() {
+            bail!("[gc] gogc applies to model = \"go\" only");
+        }
+        if self.memory_limit_mib == Some(0) {
+            bail!("[gc] memory_limit_mib must be positive");
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Deserialize)]
 pub struct ClusterConfig {
     pub replica: Vec<ReplicaAddr>,
@@ -146,6 +226,8 @@ pub struct ClusterConfig {
     pub security: Security,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub gc: Gc,
     /// Where the file was read from (relative secret file paths start
     /// there).
     #[serde(skip)]
@@ -205,7 +287,7 @@ impl ClusterConfig {
                 bail!("replica ids must be 0..n in order; entry {i} has id {}", r.id);
             }
         }
-        Ok(())
+        self.gc.validate()
     }
 
     pub fn n(&self) -> usize {
@@ -236,6 +318,7 @@ impl ClusterConfig {
             trim_every: p.trim_every.unwrap_or(d.trim_every),
             trim_bytes: p.trim_mb.map_or(d.trim_bytes, |mb| mb << 20),
             trim_grace: ms(p.trim_grace_ms, d.trim_grace),
+            gc_coordination: self.gc.coordinated.unwrap_or(false),
             ..d
         }
     }
@@ -318,6 +401,30 @@ mod tests {
     fn rejects_unknown_storage_settings() {
         let text = "[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[storage]\nsync_interval = 5\n";
         assert!(toml::from_str::<ClusterConfig>(text).is_err());
+    }
+
+    #[test]
+    fn gc_section_maps_to_a_collector_model() {
+        use stutter_gc::GcModel;
+        assert_eq!(with_security("").gc.model().unwrap(), GcModel::None);
+        let go = with_security("[gc]\nmodel = \"go\"\nmemory_limit_mib = 96\ngogc = 50\ncores = 2.0\ndataset_mib = 64\n");
+        go.validate().unwrap();
+        match go.gc.model().unwrap() {
+            GcModel::Go(p) => {
+                assert_eq!(p.memory_limit, Some(96 << 20));
+                assert_eq!(p.gogc, Some(50));
+            }
+            m => panic!("{m:?}"),
+        }
+        assert_eq!((go.gc.cores(), go.gc.dataset_bytes()), (2.0, 64 << 20));
+        let off = with_security("[gc]\nmodel = \"go\"\ngogc = -1\nmemory_limit_mib = 40\n");
+        assert!(matches!(off.gc.model().unwrap(), GcModel::Go(p) if p.gogc.is_none()));
+        let g1 = with_security("[gc]\nmodel = \"g1\"\nmemory_limit_mib = 256\n");
+        assert!(matches!(g1.gc.model().unwrap(), GcModel::G1(p) if p.heap_size == 256 << 20));
+        assert!(with_security("[gc]\nmodel = \"zgc\"\n").validate().is_err());
+        assert!(with_security("[gc]\nmodel = \"g1\"\ngogc = 100\n").validate().is_err());
+        assert!(with_security("[gc]\nmodel = \"go\"\ncores = 0.0\n").validate().is_err());
+        assert!(toml::from_str::<ClusterConfig>("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[gc]\nheap = 1\n").is_err());
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub enum ClientRequest {
     Digest,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusInfo {
     pub id: ReplicaId,
     pub role: Role,
@@ -37,9 +37,41 @@ pub struct StatusInfo {
     pub global_last_executed: Slot,
     pub last_index: Slot,
     pub digest: u64,
+    /// The collector model's statistics, when the config has a `[gc]`
+    /// model. Last, so that the fields before keep their places.
+    pub gc: Option<GcStatus>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What the node's collector model (`[gc]`) has done since the start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GcStatus {
+    /// `go` or `g1`.
+    pub model: String,
+    pub cores: f64,
+    /// Cycles started (Go) or collections (G1).
+    pub cycles: u64,
+    /// Stop-the-world pauses: how many, their modelled total and longest.
+    pub pauses: u64,
+    pub pause_ms: f64,
+    pub max_pause_ms: f64,
+    /// The model's collector CPU (workers, idle-time marking, assists and
+    /// pauses × cores) over the run's time × cores.
+    pub cpu_share: f64,
+    pub assist_ms: f64,
+    pub background_ms: f64,
+    pub idle_ms: f64,
+    /// CPU really spent by the node for the model: the "gc" thread's
+    /// spinning and the loop's assists.
+    pub burnt_ms: f64,
+    /// Wall time the loop really stood still in pauses.
+    pub stopped_ms: f64,
+    /// The modelled heap and its live part now, and all allocated, MiB.
+    pub heap_mib: f64,
+    pub live_mib: f64,
+    pub allocated_mib: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ClientResponse {
     Reply { client: ClientId, seq: Seq, reply: Reply },
     /// Not the leader: the leader's id and client address, if known.

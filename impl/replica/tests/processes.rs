@@ -489,3 +489,38 @@ fn client_connections_over_the_cap_are_told_and_closed() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A `[gc] model = "go"` whose memory limit sits just above the modelled
+/// heap (16 MiB of modelled data, a limit of 17 MiB): the replicas run
+/// collection cycles against their real allocation, stop their loops for
+/// the pauses, and every write is still acknowledged and read back.
+#[test]
+fn a_go_like_collector_under_a_tight_limit_collects_and_the_cluster_serves_correctly() {
+    let cl = Cluster::with(&format!(
+        "[security]\ncluster_secret = \"{SECRET}\"\n[gc]\nmodel = \"go\"\nmemory_limit_mib = 17\ndataset_mib = 16\n"
+    ));
+    let rt = rt();
+    let mut c = cl.client();
+    let value = "x".repeat(2048);
+    let mut keys = Vec::new();
+    for i in 0..400 {
+        let k = format!("gc{i}");
+        let r = rt.block_on(c.call(put(&k, &format!("{value}{k}")))).expect("write");
+        assert_eq!(r, Reply::Done);
+        keys.push(k);
+    }
+    for k in &keys {
+        let r = rt.block_on(c.call(get(k))).expect("read");
+        assert_eq!(r, Reply::Value(Some(format!("{value}{k}").into())), "{k}");
+    }
+    for (i, a) in cl.clients.iter().enumerate() {
+        let s = rt.block_on(client::status(a, Duration::from_secs(1))).expect("status");
+        let gc = s.gc.unwrap_or_else(|| panic!("replica {i} reports no collector"));
+        assert_eq!(gc.model, "go");
+        assert!(gc.cycles > 0 && gc.pauses > 0, "replica {i} never collected: {gc:?}");
+        assert!(gc.allocated_mib > 0.5, "replica {i}: {gc:?}");
+        assert!(gc.live_mib >= 16.0, "the modelled data counts as live: {gc:?}");
+        assert!(gc.max_pause_ms > 0.0 && gc.cpu_share > 0.0, "replica {i}: {gc:?}");
+        assert!(cl.log(i).contains("collector model on"), "replica {i} logs its model");
+    }
+}

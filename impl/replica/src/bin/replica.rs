@@ -1,4 +1,4 @@
-//! `replica --config FILE --id N [--data-dir DIR] [--trace FILE]`
+//! `replica --config FILE --id N [--data-dir DIR] [--trace FILE] [--calibrate FILE]`
 
 use std::path::PathBuf;
 
@@ -8,7 +8,13 @@ use stutter_replica::config::ClusterConfig;
 use stutter_replica::node::{self, NodeOptions};
 
 // Frees of whole trimmed log prefixes and per-request allocations: about 5x
-// faster than glibc's malloc here (docs/performance.md).
+// faster than glibc's malloc here (docs/performance.md). Counted (once
+// switched on) for --calibrate and the [gc] collector model.
+#[cfg(feature = "alloc-count")]
+#[global_allocator]
+static GLOBAL: stutter_replica::alloc_count::Counting<mimalloc::MiMalloc> =
+    stutter_replica::alloc_count::Counting(mimalloc::MiMalloc);
+#[cfg(not(feature = "alloc-count"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -40,6 +46,11 @@ struct Args {
     /// write-ahead log and snapshots have threads of their own either way.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Write one CSV line per protocol-loop turn to FILE: inputs, outputs,
+    /// the loop thread's CPU time, bytes allocated and freed
+    /// (docs/calibration.md). Costs a little CPU per turn.
+    #[arg(long, value_name = "FILE")]
+    calibrate: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -48,6 +59,11 @@ fn main() -> Result<()> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let config = ClusterConfig::load(&args.config)?;
+    // Both measure and stop "the node's thread": with a multi-threaded
+    // runtime the loop moves between threads and the others run on.
+    if args.threads > 1 && (args.calibrate.is_some() || config.gc.model()? != stutter_gc::GcModel::None) {
+        anyhow::bail!("--calibrate and a [gc] model need the single-threaded runtime (--threads 1)");
+    }
     let data_dir = args.data_dir.unwrap_or_else(|| PathBuf::from(format!("data-{}", args.id)));
     let rt = if args.threads <= 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().build()?
@@ -61,5 +77,6 @@ fn main() -> Result<()> {
         trace: args.trace,
         unsafe_no_fsync: args.unsafe_no_fsync,
         unsafe_local_reads: args.unsafe_local_reads,
+        calibrate: args.calibrate,
     }))
 }

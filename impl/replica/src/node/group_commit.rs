@@ -2,7 +2,9 @@
 //! writes them to the write-ahead log, syncs once and publishes the highest
 //! durable token.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stutter_core::Record;
@@ -35,6 +37,27 @@ pub struct Durable {
 
 pub struct GroupCommit {
     tx: SyncSender<(u64, Vec<Record>)>,
+    meter: Arc<WalMeter>,
+}
+
+/// What the log thread has done so far, published after each group
+/// commit: its CPU time (for `--calibrate` and for the collector model's
+/// account of how busy the process is), group commits, records and bytes.
+#[derive(Debug, Default)]
+pub struct WalMeter {
+    pub cpu_ns: AtomicU64,
+    pub syncs: AtomicU64,
+    pub records: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Wall time spent writing and syncing, ns (the disk's latency as the
+    /// group commits see it).
+    pub write_sync_ns: AtomicU64,
+}
+
+impl WalMeter {
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu_ns.load(Ordering::Relaxed)
+    }
 }
 
 impl GroupCommit {
@@ -42,8 +65,14 @@ impl GroupCommit {
     pub fn start(wal: Wal, interval: Duration) -> std::io::Result<(GroupCommit, watch::Receiver<Durable>)> {
         let (tx, rx) = std::sync::mpsc::sync_channel(WAL_QUEUE);
         let (dtx, drx) = watch::channel(Durable::default());
-        std::thread::Builder::new().name("wal".into()).spawn(move || wal_thread(wal, rx, dtx, interval))?;
-        Ok((GroupCommit { tx }, drx))
+        let meter = Arc::new(WalMeter::default());
+        let m = meter.clone();
+        std::thread::Builder::new().name("wal".into()).spawn(move || wal_thread(wal, rx, dtx, interval, &m))?;
+        Ok((GroupCommit { tx, meter }, drx))
+    }
+
+    pub fn meter(&self) -> &Arc<WalMeter> {
+        &self.meter
     }
 
     /// Queues records; the loop learns through the watch when they are
@@ -59,7 +88,7 @@ impl GroupCommit {
     }
 }
 
-fn wal_thread(mut wal: Wal, rx: Receiver<(u64, Vec<Record>)>, durable: watch::Sender<Durable>, interval: Duration) {
+fn wal_thread(mut wal: Wal, rx: Receiver<(u64, Vec<Record>)>, durable: watch::Sender<Durable>, interval: Duration, meter: &WalMeter) {
     let mut last_sync: Option<Instant> = None;
     let mut syncs = 0;
     while let Ok((mut top, records)) = rx.recv() {
@@ -70,11 +99,13 @@ fn wal_thread(mut wal: Wal, rx: Receiver<(u64, Vec<Record>)>, durable: watch::Se
         }
         let started = Instant::now();
         last_sync = Some(started);
+        let mut n = records.len() as u64;
         let mut result = wal.append(records);
         while result.is_ok() {
             match rx.try_recv() {
                 Ok((t, more)) => {
                     top = t;
+                    n += more.len() as u64;
                     result = wal.append(more);
                 }
                 Err(_) => break,
@@ -86,6 +117,11 @@ fn wal_thread(mut wal: Wal, rx: Receiver<(u64, Vec<Record>)>, durable: watch::Se
             tracing::warn!(write_ms = written.as_millis() as u64, total_ms = started.elapsed().as_millis() as u64, "slow group commit");
         }
         syncs += 1;
+        meter.records.fetch_add(n, Ordering::Relaxed);
+        meter.write_sync_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        meter.bytes.store(wal.size(), Ordering::Relaxed);
+        meter.syncs.store(syncs, Ordering::Relaxed);
+        meter.cpu_ns.store(crate::thread_cpu::now_ns(), Ordering::Relaxed);
         let failed = result.err().map(|e| format!("write-ahead log: {e}"));
         let stop = failed.is_some();
         let receivers = durable.send(Durable { token: top, syncs, failed });

@@ -11,13 +11,15 @@
 //!
 //! Module graph (each uses only those after it; nothing points back):
 //! `mod` (wires them) → `protocol_loop` → {`routes`, `timers`, `status`,
-//! `group_commit`, `peers`} ; `clients` → {`framed_session`,
+//! `calibrate`, `gc`, `group_commit`, `peers`} ; `clients` → {`framed_session`,
 //! `text_session`} ; all of them → `event`. Below the node, and knowing
 //! nothing of it: `peer_auth`, `wire`, `text`, `config`, `wal`.
 
+mod calibrate;
 mod clients;
 mod event;
 mod framed_session;
+mod gc;
 mod group_commit;
 mod peers;
 mod protocol_loop;
@@ -59,6 +61,9 @@ pub struct NodeOptions {
     /// the leader: stale reads). Negative controls only (jepsen/run
     /// --unsafe local-reads); needs the `negative-controls` feature.
     pub unsafe_local_reads: bool,
+    /// Write a line per protocol-loop turn to this file (CSV, for the
+    /// simulator's calibration: docs/calibration.md).
+    pub calibrate: Option<PathBuf>,
 }
 
 /// Runs a replica until a fatal error (a failed disk write) or a signal.
@@ -73,6 +78,12 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     }
     let secret = cfg.cluster_secret()?;
     let key = ClusterKey::new(secret.as_deref());
+    let gc_model = cfg.gc.model()?;
+    // Counting starts before the log is read, so that the recovered state
+    // counts as live.
+    if (opts.calibrate.is_some() || gc_model != stutter_gc::GcModel::None) && !crate::alloc_count::enable() {
+        anyhow::bail!("--calibrate and [gc] need a replica built with the `alloc-count` feature (on by default)");
+    }
 
     let (wal, durable) = Wal::open(&opts.data_dir, !opts.unsafe_no_fsync)
         .with_context(|| format!("opening the write-ahead log in {}", opts.data_dir.display()))?;
@@ -119,6 +130,14 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         )),
         None => None,
     };
+    let meter = match &opts.calibrate {
+        Some(path) => Some(calibrate::TurnMeter::create(path, wal.meter().clone())?),
+        None => None,
+    };
+    let gc = match gc_model {
+        stutter_gc::GcModel::None => None,
+        ref m => Some(gc::GcDriver::start(m, cfg.gc.cores(), cfg.gc.dataset_bytes(), cfg.gc.coordinated.unwrap_or(false), wal.meter().clone())?),
+    };
     let mut lp = ProtocolLoop {
         replica,
         clock: timers::CoreClock::new(),
@@ -128,6 +147,9 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         routes: routes::Routes::default(),
         trace,
         cfg,
+        meter,
+        gc,
+        collect: false,
     };
     lp.run(events_rx, durable, shutdown).await
 }

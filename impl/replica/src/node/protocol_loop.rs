@@ -10,7 +10,9 @@ use anyhow::Result;
 use stutter_core::{Input, Output, Replica, Reply};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::calibrate::{TurnKind, TurnMeter};
 use super::event::Event;
+use super::gc::GcDriver;
 use super::group_commit::{Durable, GroupCommit, SLOW};
 use super::peers::PeerLinks;
 use super::routes::Routes;
@@ -33,6 +35,12 @@ pub struct ProtocolLoop {
     pub trace: Option<std::io::BufWriter<std::fs::File>>,
     /// For the client address in a redirect.
     pub cfg: ClusterConfig,
+    /// `--calibrate`: a line per turn.
+    pub meter: Option<TurnMeter>,
+    /// `[gc]`: the collector model.
+    pub gc: Option<GcDriver>,
+    /// The protocol said collect (`Output::Collect`) during this turn.
+    pub collect: bool,
 }
 
 impl ProtocolLoop {
@@ -55,11 +63,19 @@ impl ProtocolLoop {
                     None => std::future::pending::<()>().await,
                 }
             };
+            let gc_wakeup = self.gc.as_ref().and_then(GcDriver::next_wakeup);
+            let gc_sleep = async {
+                match gc_wakeup {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
             let turn;
             tokio::select! {
                 ev = events.recv() => {
                     let Some(ev) = ev else { return Ok(()) };
                     turn = std::time::Instant::now();
+                    self.start_turn(TurnKind::Events);
                     self.event(ev, &mut out);
                     for _ in 0..MAX_PER_TURN {
                         match events.try_recv() {
@@ -70,6 +86,7 @@ impl ProtocolLoop {
                 }
                 changed = durable.changed() => {
                     turn = std::time::Instant::now();
+                    self.start_turn(TurnKind::Persisted);
                     let d = durable.borrow_and_update().clone();
                     if let Some(e) = d.failed {
                         anyhow::bail!(e);
@@ -77,21 +94,40 @@ impl ProtocolLoop {
                     if changed.is_err() {
                         anyhow::bail!("the write-ahead-log thread stopped");
                     }
-                    self.replica.handle(self.clock.now(), Input::Persisted { token: d.token }, &mut out);
+                    self.handle(Input::Persisted { token: d.token }, &mut out);
                 }
                 _ = sleep => {
                     turn = std::time::Instant::now();
+                    self.start_turn(TurnKind::Timers);
                     for t in self.timers.take_due(tokio::time::Instant::now()) {
-                        self.replica.handle(self.clock.now(), Input::Timer(t), &mut out);
+                        self.handle(Input::Timer(t), &mut out);
                     }
+                }
+                _ = gc_sleep => {
+                    turn = std::time::Instant::now();
+                    self.start_turn(TurnKind::Gc);
                 }
                 _ = &mut shutdown => {
                     tracing::info!("shutting down on signal");
                     self.flush_trace();
+                    if let Some(m) = self.meter.as_mut() {
+                        m.file();
+                        m.flush();
+                    }
                     return Ok(());
                 }
             }
             self.apply(&mut out);
+            if let Some(m) = self.meter.as_mut() {
+                m.end(&self.replica);
+            }
+            if let Some(gc) = self.gc.as_mut() {
+                let (assist, paused) = gc.after_turn();
+                if let Some(m) = self.meter.as_mut() {
+                    m.gc(assist, paused);
+                }
+            }
+            self.coordinate_gc(&mut out);
             if turn.elapsed() > SLOW {
                 tracing::warn!(ms = turn.elapsed().as_millis() as u64, "slow protocol-loop turn");
             }
@@ -109,22 +145,61 @@ impl ProtocolLoop {
         }
     }
 
+    /// A turn begins: the previous one's line is filed and this one's
+    /// counters are read.
+    fn start_turn(&mut self, kind: TurnKind) {
+        if let Some(m) = self.meter.as_mut() {
+            m.file();
+            m.start(kind, &self.replica);
+        }
+    }
+
+    fn handle(&mut self, input: Input, out: &mut Vec<Output>) {
+        if let Some(m) = self.meter.as_mut() {
+            m.input(&input);
+        }
+        self.replica.handle(self.clock.now(), input, out);
+    }
+
     fn event(&mut self, ev: Event, out: &mut Vec<Output>) {
-        let now = self.clock.now();
         match ev {
-            Event::Peer { from, msg } => self.replica.handle(now, Input::Message { from, msg }, out),
+            Event::Peer { from, msg } => self.handle(Input::Message { from, msg }, out),
             Event::Client { reply, req } => {
                 self.routes.insert(req.client, req.seq, reply);
-                self.replica.handle(now, Input::Request(req), out);
+                self.handle(Input::Request(req), out);
             }
             Event::Status(reply) => {
-                let _ = reply.send(status(&self.replica));
+                if let Some(m) = self.meter.as_mut() {
+                    m.status();
+                }
+                let _ = reply.send(status(&self.replica, self.gc.as_ref().map(GcDriver::status)));
             }
+        }
+    }
+
+    /// GC coordination: collections the model reports due go to the
+    /// protocol as `GcDue`; a `Collect` it answers runs the collection now
+    /// (the world stopped) and reports `GcDone`.
+    fn coordinate_gc(&mut self, out: &mut Vec<Output>) {
+        let Some(gc) = self.gc.as_mut() else { return };
+        for headroom in gc.take_due() {
+            self.handle(Input::GcDue { headroom }, out);
+            self.apply(out);
+        }
+        while std::mem::take(&mut self.collect) {
+            if let Some(gc) = self.gc.as_mut() {
+                gc.collect_now();
+            }
+            self.handle(Input::GcDone, out);
+            self.apply(out);
         }
     }
 
     fn apply(&mut self, out: &mut Vec<Output>) {
         for o in out.drain(..) {
+            if let Some(m) = self.meter.as_mut() {
+                m.output(&o);
+            }
             match o {
                 Output::Send { to, msg } => self.peers.send(to, msg),
                 Output::SetTimer { timer, at } => self.timers.set(timer, self.clock.instant(at)),
@@ -143,10 +218,10 @@ impl ProtocolLoop {
                     // Never waits: the place was reserved with the request.
                     slot.send(resp);
                 }
-                // Only answers `Input::GcDue`, which only the node's emulated
-                // collector sends (the `[gc]` section); without one this
-                // never comes.
-                Output::Collect { .. } => {}
+                // Answers `Input::GcDue`, which only the node's collector
+                // model sends (`[gc]`, coordinated): carried out after the
+                // turn's outputs have left.
+                Output::Collect { .. } => self.collect = true,
                 Output::Trace(ev) => {
                     if let Some(w) = self.trace.as_mut() {
                         if let Ok(line) = serde_json::to_string(&ev) {

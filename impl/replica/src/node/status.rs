@@ -2,9 +2,9 @@
 
 use stutter_core::Replica;
 
-use crate::wire::StatusInfo;
+use crate::wire::{GcStatus, StatusInfo};
 
-pub fn status(r: &Replica) -> StatusInfo {
+pub fn status(r: &Replica, gc: Option<GcStatus>) -> StatusInfo {
     StatusInfo {
         id: r.id(),
         role: r.role(),
@@ -14,5 +14,6 @@ pub fn status(r: &Replica) -> StatusInfo {
         global_last_executed: r.global_last_executed(),
         last_index: r.last_index(),
         digest: r.executed_digest(),
+        gc,
     }
 }

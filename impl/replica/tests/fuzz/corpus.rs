@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use stutter_core::{Ballot, Slot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session, Snapshot, Value};
 use stutter_replica::peer_auth::{ClusterKey, FrameOpener, FrameSealer, Hello, NONCE_LEN};
-use stutter_replica::wire::{self, ClientRequest, ClientResponse, StatusInfo};
+use stutter_replica::wire::{self, ClientRequest, ClientResponse, GcStatus, StatusInfo};
 
 fn req(client: u64, seq: u64, op: Op) -> Request {
     Request { client, seq, op }
@@ -78,6 +78,27 @@ pub fn responses() -> Vec<ClientResponse> {
         global_last_executed: Slot(8),
         last_index: Slot(10),
         digest: 77,
+        gc: None,
+    };
+    let collecting = StatusInfo {
+        gc: Some(GcStatus {
+            model: "go".into(),
+            cores: 1.0,
+            cycles: 12,
+            pauses: 24,
+            pause_ms: 1.5,
+            max_pause_ms: 0.06,
+            cpu_share: 0.31,
+            assist_ms: 20.0,
+            background_ms: 300.0,
+            idle_ms: 100.0,
+            burnt_ms: 310.0,
+            stopped_ms: 2.1,
+            heap_mib: 40.0,
+            live_mib: 30.5,
+            allocated_mib: 900.0,
+        }),
+        ..status.clone()
     };
     vec![
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Value(Some("v".into())) },
@@ -85,6 +106,7 @@ pub fn responses() -> Vec<ClientResponse> {
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Redirect { leader: Some(2) } },
         ClientResponse::Redirect { client: 1, seq: 2, leader: Some(0), addr: Some("127.0.0.1:7201".into()) },
         ClientResponse::Status(status),
+        ClientResponse::Status(collecting),
         ClientResponse::Digest { last_executed: Slot(9), digest: 5 },
         ClientResponse::Error("malformed request".into()),
         ClientResponse::Unknown { client: 1, seq: 2 },
