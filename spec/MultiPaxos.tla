@@ -37,8 +37,10 @@ CONSTANTS
     ModelTrim,     \* BOOLEAN: include Trim and global-last-executed tracking
     ModelCatchUp,  \* BOOLEAN: include heartbeat replies and CatchUp
     ModelPersist,  \* BOOLEAN: asynchronous persistence (pend, Persist)
-    FineSteps      \* BOOLEAN: the code's finer steps (see below); FALSE keeps
+    FineSteps,     \* BOOLEAN: the code's finer steps (see below); FALSE keeps
                    \* exhaustive models small, trace validation needs TRUE
+    GcCoordination, \* BOOLEAN: Blade-style GC coordination (section GC coordination)
+    MaxGc          \* number of collections that may fall due in a behaviour
 
 VARIABLES
     ballot,        \* ballot[r]: promised ballot
@@ -59,10 +61,11 @@ VARIABLES
     votes,         \* history: the votes [acc, bal, val] cast, by slot (a window), and more (see Voted)
     crashes,       \* number of crashes so far
     dur,           \* dur[r]: durable state [ballot, log, trimmed, snap] (ModelPersist)
-    pend           \* pend[r]: queued writes, each [dur, out] (ModelPersist)
+    pend,          \* pend[r]: queued writes, each [dur, out] (ModelPersist)
+    gc             \* GC coordination state (volatile; constant without GcCoordination)
 
 vars == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-          kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
+          kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend, gc>>
 
 Slots    == 1..NumSlots
 Ballots  == 1..MaxBallot                    \* overridden by trace validation
@@ -261,6 +264,72 @@ Out(r, Now, Held) ==
                   /\ UNCHANGED dur
 
 (***************************************************************************)
+(* GC coordination: state (the actions are below, before Next)            *)
+(***************************************************************************)
+\* Blade-style coordination of collections (docs/protocol.md, "GC
+\* coordination (Blade)"; impl/core/src/replica/gc.rs).  A collecting
+\* replica is paused: it takes no step but GcDone (and may crash).  All of
+\* it is volatile.  Per replica r:
+\*   due[r]     a collection is due and has not started
+\*   coll[r]    "none", or collecting: "granted" (under a leader's grant) or
+\*              "forced" (deadline, no headroom, or no one to hand off to)
+\*   gbal[r]    the ballot of the grant it collects under (0 if none)
+\*   pend[r]    the ballot of a grant received and not yet used (0 if none):
+\*              an old leader holds a grant until its grace has passed
+\*   asked[r]   <<leader, ballot>> it last asked for a grant
+\*   handoff[r] the leader whose TimeoutNow started r's current election
+\* and, while r leads (reset whenever it stops leading):
+\*   held[r]    the replicas it counts as collecting: those it granted, and
+\*              after its election those that did not promise (they may be
+\*              collecting under an earlier leader's grant)
+\*   queue[r]   requests waiting for a grant, in order (FIFO)
+\*   count      collections that fell due so far (bounded by MaxGc)
+GcInit ==
+    [due |-> [r \in Replicas |-> FALSE], coll |-> [r \in Replicas |-> "none"],
+     gbal |-> [r \in Replicas |-> 0], pend |-> [r \in Replicas |-> 0],
+     asked |-> [r \in Replicas |-> <<NoOwner, 0>>], handoff |-> [r \in Replicas |-> NoOwner],
+     held |-> [r \in Replicas |-> {}], queue |-> [r \in Replicas |-> <<>>], count |-> 0]
+
+\* How many replicas may collect under grants at once: n - majority, so
+\* that a majority always stays live (1 of 3, 2 of 5).  MUTATION POINT.
+MajoritySize == Cardinality(Replicas) \div 2 + 1
+GcBudget == Cardinality(Replicas) - MajoritySize
+
+Paused(r) == gc.coll[r] # "none"
+
+\* The volatile coordination state of r as a restart (or stepping down)
+\* leaves it.
+GcForget(g, r) ==
+    [g EXCEPT !.due[r] = FALSE, !.coll[r] = "none", !.gbal[r] = 0, !.pend[r] = 0,
+              !.asked[r] = <<NoOwner, 0>>, !.handoff[r] = NoOwner,
+              !.held[r] = {}, !.queue[r] = <<>>]
+GcStopLeading(g, r) == [g EXCEPT !.held[r] = {}, !.queue[r] = <<>>]
+
+\* A step of the protocol (any action of Next but BecomeLeader and the GC
+\* actions) changes the coordination only through what it does to r's
+\* role: a leader that stops leading forgets its grants and queue (the core
+\* drops its leader state); a candidate that gives up or starts another
+\* election forgets whose hand-off started it; a restart forgets it all.
+GcAfterCore(r) ==
+    gc' = IF ~GcCoordination \/ ~up'[r] THEN gc
+          ELSE IF ~up[r] THEN GcForget(gc, r)
+          ELSE LET g1 == IF role[r] = "Leader" /\ role'[r] # "Leader" THEN GcStopLeading(gc, r) ELSE gc
+                   g2 == IF role[r] = "Candidate" /\ (role'[r] = "Follower" \/ ballot'[r] # ballot[r])
+                         THEN [g1 EXCEPT !.handoff[r] = NoOwner] ELSE g1
+               IN  g2
+
+\* Elected with the promises of Q: every peer that did not promise may be
+\* collecting under an earlier grant, and counts until it is heard from or
+\* its grant expires; an old leader that handed off to r waits first in
+\* the queue (it is due: it handed off to collect).
+GcElected(r, Q) ==
+    gc' = IF ~GcCoordination THEN gc
+          ELSE LET old == gc.handoff[r] IN
+               [gc EXCEPT !.held[r] = Replicas \ (Q \cup {r, old}),
+                          !.queue[r] = IF old = NoOwner THEN <<>> ELSE <<old>>,
+                          !.handoff[r] = NoOwner]
+
+(***************************************************************************)
 Init ==
     /\ ballot = [r \in Replicas |-> 0]
     /\ role = [r \in Replicas |-> "Follower"]
@@ -281,6 +350,7 @@ Init ==
     /\ crashes = 0
     /\ dur = [r \in Replicas |-> NoDur]
     /\ pend = [r \in Replicas |-> <<>>]
+    /\ gc = GcInit
 
 (***************************************************************************)
 (* Election                                                                *)
@@ -368,6 +438,7 @@ BecomeLeaderWith(r, Q) ==
              /\ sessions' = [sessions EXCEPT ![r] = sn.sessions]
              /\ exec' = [exec EXCEPT ![r] = sn.exec]
              /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
+             /\ GcElected(r, Q)
              /\ UNCHANGED <<up, gle, owner, chosen, crashes>>
              /\ Out(r, {Msg("Accept", r, Broadcast, LeaderBallot(r, b), s, newlog[s].val,
                             0, 0, NoEntries, NoSnap) : s \in (le + 1)..top}, {})
@@ -633,17 +704,208 @@ Drop ==
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 (***************************************************************************)
+(* GC coordination: actions                                                *)
+(***************************************************************************)
+\* Named like the trace events (docs/trace-format.md).  Timing is not
+\* modelled; where the core's safety rests on its timers, the action says
+\* which assumption it makes.  None of these touches a ballot, a promise,
+\* a log or a commit: a collecting replica is only a paused one.
+GcMsg(t, f, to, b) == Msg(t, f, to, b, 0, NoVal, 0, 0, NoEntries, NoSnap)
+GcUnchanged == UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
+                           kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
+Leads(l) == up[l] /\ role[l] = "Leader"
+
+\* The driver's collector reports a collection due.
+GcDue(r) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ ~gc.due[r]
+    /\ gc.count < MaxGc
+    /\ gc' = [gc EXCEPT !.due[r] = TRUE, !.pend[r] = 0, !.count = @ + 1]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* A due follower asks its leader, once per leader and ballot (and not
+\* while it holds a grant).
+RequestGcTo(r, to) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ role[r] = "Follower"
+    /\ gc.due[r] /\ gc.pend[r] = 0
+    /\ to # r /\ gc.asked[r] # <<to, ballot[r]>>
+    /\ gc' = [gc EXCEPT !.asked[r] = <<to, ballot[r]>>]
+    /\ Send(GcMsg("GcRequest", r, to, ballot[r]))
+    /\ GcUnchanged
+\* In the models a follower's leader is the owner of its ballot.
+RequestGc(r) == ballot[r] \in Ballots /\ owner[ballot[r]] \in Replicas /\ RequestGcTo(r, owner[ballot[r]])
+
+\* The leader grants at once if no one waits, it is not due itself (a due
+\* leader waits its turn or is handing off) and fewer than GcBudget
+\* replicas count as collecting; otherwise the request waits in the
+\* queue.  A request from a replica it counts already is a retry (the
+\* grant was lost: granted again) or, if it only assumed it collecting,
+\* a fresh request; the spec does not tell the two apart and allows both.
+\* granted: whether the core answers with a grant.
+HandleGcRequestAs(l, m, granted) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ m.type = "GcRequest" /\ m.to = l /\ m.bal = ballot[l]
+    /\ LET p == m.from
+           retry == p \in gc.held[l]
+           held1 == gc.held[l] \ {p}
+           now   == gc.queue[l] = <<>> /\ ~gc.due[l] /\ Cardinality(held1) < GcBudget
+       IN  \/ /\ retry /\ granted
+              /\ Send(GcMsg("GcGrant", l, p, ballot[l]))
+              /\ UNCHANGED gc
+           \/ /\ granted = now
+              /\ IF now
+                 THEN /\ gc' = [gc EXCEPT !.held[l] = held1 \cup {p}]
+                      /\ Send(GcMsg("GcGrant", l, p, ballot[l]))
+                 ELSE /\ gc' = [gc EXCEPT !.held[l] = held1,
+                                          !.queue[l] = IF \E i \in DOMAIN @ : @[i] = p THEN @ ELSE Append(@, p)]
+                      /\ UNCHANGED msgs
+    /\ GcUnchanged
+HandleGcRequest(l, m) == \E g \in BOOLEAN : HandleGcRequestAs(l, m, g)
+
+\* A grant frees up (done, expired): the head of the queue gets it.
+GrantGc(l) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ gc.queue[l] # <<>> /\ Cardinality(gc.held[l]) < GcBudget
+    /\ LET p == Head(gc.queue[l]) IN
+       /\ gc' = [gc EXCEPT !.held[l] = @ \cup {p}, !.queue[l] = Tail(@)]
+       /\ Send(GcMsg("GcGrant", l, p, ballot[l]))
+    /\ GcUnchanged
+
+\* A grant at the replica's ballot arrives.  Due, it keeps it (and
+\* collects, GcCollectGranted); not due (collected already, forced), it
+\* frees it at once.  A grant is delivered at most once (it is removed):
+\* the core does not match a grant to its request, so a duplicate that
+\* came after the leader stopped counting the grant would start an
+\* uncounted collection.  Links that do not duplicate (TCP, the
+\* simulator's) are assumed.
+HandleGcGrant(r, m) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r)
+    /\ m.type = "GcGrant" /\ m.to = r /\ m.bal = ballot[r]
+    /\ IF gc.due[r]
+       THEN gc' = [gc EXCEPT !.pend[r] = m.bal] /\ msgs' = msgs \ {m}
+       ELSE UNCHANGED gc /\ msgs' = (msgs \ {m}) \cup {GcMsg("GcDone", r, m.from, m.bal)}
+    /\ GcUnchanged
+
+\* Collect under a grant of the current ballot.  The core collects under
+\* a grant held through an old leader's grace even after a ballot change
+\* (mutants/gc_stale_grant.tla shows why it must not).  MUTATION POINT.
+GrantCurrent(r) == gc.pend[r] = ballot[r]
+\* Never while leading: a leader is granted nothing at its own ballot, and
+\* an old leader in its grace (gc_transfer_wait, 100 ms) cannot be elected
+\* again before it ends (the election timeout is 300 ms): a timing
+\* assumption.  MUTATION POINT (the mutant collects in place).
+GcCollectGranted(r) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ role[r] # "Leader"
+    /\ gc.due[r] /\ gc.pend[r] # 0 /\ GrantCurrent(r)
+    /\ gc' = [gc EXCEPT !.due[r] = FALSE, !.coll[r] = "granted", !.gbal[r] = gc.pend[r], !.pend[r] = 0]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* No grant before the deadline (gc_wait_max), no headroom, or no one to
+\* hand off to: collect anyway, leader or not.
+GcCollectForced(r) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ gc.due[r]
+    /\ gc' = [gc EXCEPT !.due[r] = FALSE, !.coll[r] = "forced", !.pend[r] = 0]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* The collection is over; a granted one tells the leader of its grant.
+GcDone(r) ==
+    /\ GcCoordination /\ up[r] /\ Paused(r)
+    /\ gc' = [gc EXCEPT !.coll[r] = "none", !.gbal[r] = 0]
+    /\ IF gc.coll[r] = "granted"
+       THEN Send(GcMsg("GcDone", r, owner[gc.gbal[r]], gc.gbal[r]))
+       ELSE UNCHANGED msgs
+    /\ GcUnchanged
+
+\* The leader stops counting a replica: it reported done ...
+HandleGcDone(l, m) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ m.type = "GcDone" /\ m.to = l /\ m.bal = ballot[l] /\ m.from \in gc.held[l]
+    /\ gc' = [gc EXCEPT !.held[l] = @ \ {m.from}]
+    /\ GcUnchanged /\ UNCHANGED msgs
+\* ... or its grant timed out (gc_grant_timeout), or, assumed collecting
+\* after the election, it was heard from.  Timing assumption: a grant is
+\* delivered, used and done with well within gc_grant_timeout (1 s against
+\* pauses of milliseconds), so a count expires only when p neither
+\* collects under a grant, nor holds one, nor has one it could still use
+\* on its way (of its ballot or above).
+GcExpire(l, p) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ p \in gc.held[l] /\ gc.coll[p] # "granted" /\ gc.pend[p] = 0
+    /\ ~\E m \in msgs : m.type = "GcGrant" /\ m.to = p /\ m.bal >= ballot[p]
+    /\ gc' = [gc EXCEPT !.held[l] = @ \ {p}]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* A due leader whose turn has come (fewer than GcBudget collecting) hands
+\* off: TimeoutNow to t, and it steps down (keeping its ballot); it then
+\* asks the next leader for a grant like any follower.  The core picks the
+\* most up-to-date follower heard from recently, not collecting or queued,
+\* and waits until t has accepted every slot in flight (or
+\* gc_transfer_wait): the models require t to hold every instance of the
+\* leader's log (TransferTargetOK); trace validation does not (the wait
+\* may time out).  In the core this is one step after a silent start.
+TransferTo(l, t) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l) /\ gc.due[l]
+    /\ Cardinality(gc.held[l]) < GcBudget
+    /\ t \in Replicas \ ({l} \cup gc.held[l]) /\ \A i \in DOMAIN gc.queue[l] : gc.queue[l][i] # t
+    /\ role' = [role EXCEPT ![l] = "Follower"]
+    /\ gc' = [GcStopLeading(gc, l) EXCEPT !.asked[l] = <<NoOwner, 0>>, !.pend[l] = 0]
+    /\ Send(GcMsg("TimeoutNow", l, t, ballot[l]))
+    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap,
+                   kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
+\* MUTATION POINT: t is up, follows l's ballot and holds every instance
+\* of l's log.
+TransferTargetOK(l, t) ==
+    /\ up[t] /\ role[t] = "Follower" /\ ballot[t] = ballot[l] /\ ~Paused(t)
+    /\ \A s \in DOMAIN log[l] : log[l][s] # Empty =>
+          At(log[t], s).bal = log[l][s].bal /\ At(log[t], s).val = log[l][s].val
+TransferLeadership(l) == \E t \in Replicas : TransferTargetOK(l, t) /\ TransferTo(l, t)
+
+\* The chosen follower campaigns at once, remembering who handed off.
+HandleTimeoutNow(r, m) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r)
+    /\ m.type = "TimeoutNow" /\ m.to = r /\ m.bal = ballot[r] /\ role[r] = "Follower"
+    /\ StartElection(r)
+    /\ gc' = [gc EXCEPT !.handoff[r] = m.from]
+
+\* The mutation point of mutants/gc_leader_collects.tla: FALSE, a leader
+\* never collects under a grant without handing off.
+LeaderCollectsInPlace == FALSE
+GcLeaderCollect(l) ==
+    /\ LeaderCollectsInPlace
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l) /\ gc.due[l]
+    /\ Cardinality(gc.held[l]) < GcBudget
+    /\ gc' = [gc EXCEPT !.due[l] = FALSE, !.coll[l] = "granted", !.gbal[l] = ballot[l],
+                        !.held[l] = @ \cup {l}]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+GcNext ==
+    \E r \in Replicas :
+       \/ GcDue(r) \/ RequestGc(r) \/ GrantGc(r) \/ GcCollectGranted(r) \/ GcCollectForced(r)
+       \/ GcDone(r) \/ TransferLeadership(r) \/ GcLeaderCollect(r)
+       \/ \E p \in Replicas : GcExpire(r, p)
+       \/ \E m \in msgs : HandleGcRequest(r, m) \/ HandleGcGrant(r, m) \/ HandleGcDone(r, m)
+                         \/ HandleTimeoutNow(r, m)
+
+(***************************************************************************)
+\* The protocol's steps of r other than BecomeLeader (which sets the
+\* coordination state itself); a paused (collecting) replica takes none
+\* of them, though it may crash.
+CoreStep(r) ==
+    \/ StartElection(r) \/ StepDown(r) \/ LoseQuorum(r)
+    \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
+    \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
+    \/ Persist(r) \/ Restart(r)
+    \/ \E m \in msgs :
+        \/ HandlePrepare(r, m) \/ Reject(r, m) \/ HandleAccept(r, m)
+        \/ HandleHeartbeat(r, m) \/ HandleHeartbeatReply(r, m)
+        \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
+
 Next ==
     \/ \E r \in Replicas :
-        \/ StartElection(r) \/ BecomeLeader(r) \/ StepDown(r) \/ LoseQuorum(r)
-        \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
-        \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
-        \/ Persist(r) \/ Crash(r) \/ Restart(r)
-        \/ \E m \in msgs :
-            \/ HandlePrepare(r, m) \/ Reject(r, m) \/ HandleAccept(r, m)
-            \/ HandleHeartbeat(r, m) \/ HandleHeartbeatReply(r, m)
-            \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
-    \/ Drop
+        \/ ~Paused(r) /\ BecomeLeader(r)
+        \/ ~Paused(r) /\ CoreStep(r) /\ GcAfterCore(r)
+        \/ Crash(r) /\ gc' = IF GcCoordination THEN GcForget(gc, r) ELSE gc   \* a crash ends a collection
+    \/ GcNext
+    \/ Drop /\ UNCHANGED gc
 
 Spec == Init /\ [][Next]_vars
 
@@ -746,4 +1008,43 @@ DurableBallotMonotonic == [][\A r \in Replicas : DurableBallot(r)' >= DurableBal
 NoHeartbeats == \A m \in msgs : m.type # "Heartbeat"
 \* Nothing is executed (models of merging, where execution only shrinks promises).
 NoExecution == \A r \in Replicas : lastExecuted[r] = 0
+
+(***************************************************************************)
+(* GC coordination invariants (models/ci_gc.cfg)                           *)
+(***************************************************************************)
+GcTypeOK ==
+    /\ gc.due \in [Replicas -> BOOLEAN]
+    /\ gc.coll \in [Replicas -> {"none", "granted", "forced"}]
+    /\ gc.gbal \in [Replicas -> {0} \cup Ballots] /\ gc.pend \in [Replicas -> {0} \cup Ballots]
+    /\ gc.held \in [Replicas -> SUBSET Replicas] /\ gc.queue \in [Replicas -> Seq(Replicas)]
+    /\ gc.count \in 0..MaxGc
+    /\ \A r \in Replicas :
+         /\ gc.due[r] => gc.coll[r] = "none"           \* a due replica is not collecting
+         /\ (gc.coll[r] = "granted") = (gc.gbal[r] # 0)
+         /\ role[r] # "Leader" => gc.held[r] = {} /\ gc.queue[r] = <<>>
+
+\* Never more than n - majority replicas collect under grants: a majority
+\* is always live (stated on the replicas, not on any leader's count).
+GcGrantsWithinBudget ==
+    Cardinality({r \in Replicas : gc.coll[r] = "granted"}) <= Cardinality(Replicas) - MajoritySize
+
+\* A leader counts at most n - majority replicas as collecting.
+GcLeaderWithinBudget ==
+    \A l \in Replicas : role[l] = "Leader" => Cardinality(gc.held[l]) <= Cardinality(Replicas) - MajoritySize
+
+\* Every replica collecting under a grant is counted by every leader of
+\* that grant's ballot or a later one (by the grantor as granted, by a
+\* later leader as assumed: a paused replica cannot have promised it).
+\* With GcLeaderWithinBudget this bounds the collectors whenever there is
+\* a leader; it fails at once if a grant of an old ballot is used.
+GcCollectorsCounted ==
+    \A r, l \in Replicas :
+       (gc.coll[r] = "granted" /\ up[l] /\ role[l] = "Leader" /\ l # r /\ ballot[l] >= gc.gbal[r])
+          => r \in gc.held[l]
+
+\* A replica never collects under a grant while it leads (a leader due for
+\* a collection hands off first).
+GcCollectorNotLeader ==
+    \A r \in Replicas : gc.coll[r] = "granted" => role[r] # "Leader"
+
 =============================================================================

@@ -51,7 +51,9 @@ F(i) == E[9 + i]
 \* The summary the event reports of its replica's state after the step.
 StateMatches(r) ==
     /\ ballot'[r] = E[4]
-    /\ role'[r] = E[5]
+    \* TransferLeadership is emitted before the leader steps down: its
+    \* summary shows the role it had.
+    /\ (IF Act(E) = "TransferLeadership" THEN role[r] ELSE role'[r]) = E[5]
     /\ LastIndexOf(log'[r], trimmed'[r]) = E[6]
     /\ lastExecuted'[r] = E[7]
     /\ gle'[r] = E[8]
@@ -88,7 +90,7 @@ Msgs(t, f, r, b) == {m \in msgs : m.type = t /\ m.from = f /\ For(r, m) /\ m.bal
 
 NewlyCommitted(r) == {s \in DOMAIN log'[r] : log'[r][s].com /\ ~At(log[r], s).com}
 
-TraceStep(r) ==
+CoreTraceStep(r) ==
     CASE Act(E) = "StartElection" ->
             LET bal == F(1) IN
             StartElectionAt(r, bal) /\ Tag(r) /\ Matched(r)
@@ -196,6 +198,63 @@ TraceStep(r) ==
             Restart(r) /\ UNCHANGED ptags /\ Matched(r)
       [] OTHER -> FALSE
 
+\* The steps of GC coordination (MultiPaxos.tla, "GC coordination").
+CoreVarsButMsgs == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
+                     kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
+GcEvents == {"GcDue", "RequestGc", "HandleGcRequest", "GrantGc", "HandleGcGrant", "Collect",
+             "GcDone", "HandleGcDone", "TransferLeadership", "HandleTimeoutNow"}
+GcTraceStep(r) ==
+    /\ UNCHANGED ptags
+    /\ CASE Act(E) = "GcDue" -> GcDue(r) /\ Matched(r)
+         [] Act(E) = "RequestGc" ->
+               LET to == F(1) bal == F(2) IN
+               bal = ballot[r] /\ RequestGcTo(r, to) /\ Matched(r)
+         [] Act(E) = "HandleGcRequest" ->
+               LET frm == F(1) bal == F(2) granted == F(3) IN
+               \E m \in Msgs("GcRequest", frm, r, bal) : HandleGcRequestAs(r, m, granted) /\ Matched(r)
+         [] Act(E) = "GrantGc" ->
+               \* from the queue, in order; or the grant the request just
+               \* handled was answered with (sent by that step)
+               LET to == F(1) bal == F(2) prev == Trace[l - 1] IN
+               /\ bal = ballot[r]
+               /\ \/ GrantGc(r) /\ Head(gc.queue[r]) = to /\ Matched(r)
+                  \/ /\ l > 1 /\ Act(prev) = "HandleGcRequest" /\ Rep(prev) = r
+                     /\ prev[10] = to /\ prev[12] = TRUE
+                     /\ Observe(r)
+         [] Act(E) = "HandleGcGrant" ->
+               LET frm == F(1) bal == F(2) IN
+               \E m \in Msgs("GcGrant", frm, r, bal) : HandleGcGrant(r, m) /\ Matched(r)
+         [] Act(E) = "Collect" ->
+               LET granted == F(1) IN
+               IF granted THEN GcCollectGranted(r) /\ Matched(r) ELSE GcCollectForced(r) /\ Matched(r)
+         [] Act(E) = "GcDone" -> GcDone(r) /\ Matched(r)
+         [] Act(E) = "HandleGcDone" ->
+               LET frm == F(1) bal == F(2) expired == F(3) IN
+               /\ bal = ballot[r]
+               /\ IF expired THEN GcExpire(r, frm) /\ Matched(r)
+                  ELSE \E m \in Msgs("GcDone", frm, r, bal) : HandleGcDone(r, m) /\ Matched(r)
+         [] Act(E) = "TransferLeadership" ->
+               LET to == F(1) bal == F(2) IN
+               bal = ballot[r] /\ TransferTo(r, to) /\ Matched(r)
+         [] Act(E) = "HandleTimeoutNow" ->
+               \* the StartElection event that follows is the election
+               LET frm == F(1) bal == F(2) IN
+               /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ role[r] = "Follower" /\ bal = ballot[r]
+               /\ Msgs("TimeoutNow", frm, r, bal) # {}
+               /\ gc' = [gc EXCEPT !.handoff[r] = frm]
+               /\ UNCHANGED <<CoreVarsButMsgs, msgs>>
+               /\ Matched(r)
+         [] OTHER -> FALSE
+
+\* Unlike the models, a collecting replica's protocol steps are not
+\* refused here: the simulator reports GcDone only after the replica has
+\* handled the inputs that queued up during its pause, so its trace shows
+\* those steps between Collect and GcDone (docs/conformance.md).
+TraceStep(r) ==
+    IF Act(E) \in GcEvents THEN GcTraceStep(r)
+    ELSE /\ CoreTraceStep(r)
+         /\ IF Act(E) = "BecomeLeader" THEN TRUE ELSE GcAfterCore(r)
+
 \* Pruning the network.  A message no later event can read is dropped (a
 \* Drop step of the spec, several at once), so that the state, and TLC's
 \* time per step, stay small however long the trace.  The converter
@@ -236,13 +295,14 @@ Prune ==
                                    !.at = SubSeq(@, Base - votes.base, Len(@))]
        ELSE UNCHANGED votes
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-                   kv, sessions, exec, owner, chosen, crashes, dur, pend, l, ptags>>
+                   kv, sessions, exec, owner, chosen, crashes, dur, pend, gc, l, ptags>>
 
 \* Crash is not logged: it happens just before the replica's Recover.
 SilentCrash ==
     /\ Act(E) = "Recover"
     /\ up[Rep(E)]
     /\ Crash(Rep(E))
+    /\ gc' = GcForget(gc, Rep(E))
     /\ ptags' = [ptags EXCEPT ![Rep(E)] = <<>>]
     /\ UNCHANGED l
 

@@ -86,6 +86,17 @@ FIELDS = {
     "StepDown": lambda e: [str(int(e["ballot"]))],
     "Persisted": lambda e: [str(int(e["token"]))],
     "Recover": lambda e: [],
+    # GC coordination (docs/protocol.md); GcDue's headroom is not read.
+    "GcDue": lambda e: [],
+    "RequestGc": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
+    "HandleGcRequest": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["granted"])],
+    "GrantGc": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
+    "HandleGcGrant": lambda e: [str(int(e["from"])), str(int(e["ballot"]))],
+    "Collect": lambda e: [b(e["granted"])],
+    "GcDone": lambda e: [],
+    "HandleGcDone": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["expired"])],
+    "TransferLeadership": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
+    "HandleTimeoutNow": lambda e: [str(int(e["from"])), str(int(e["ballot"]))],
 }
 
 
@@ -121,7 +132,8 @@ def record(e):
 # for instance, made the network, and each step, grow with the trace.)
 
 TYPES = ["Prepare", "Promise", "Nack", "Accept", "Accepted", "Heartbeat",
-         "HeartbeatReply", "CatchUp", "Snapshot"]
+         "HeartbeatReply", "CatchUp", "Snapshot", "GcRequest", "GcGrant", "GcDone",
+         "TimeoutNow"]
 
 
 class Sent:
@@ -202,6 +214,12 @@ def message_reads(e, n, sent):
             coarse.append(("CatchUp", e["from"], e["ballot"]))
     elif a == "InstallSnapshot":
         fine.append(("Snapshot", e["from"], st["ballot"], e["last_executed"]))
+    elif a in ("HandleGcRequest", "HandleGcGrant", "HandleTimeoutNow"):
+        t = {"HandleGcRequest": "GcRequest", "HandleGcGrant": "GcGrant",
+             "HandleTimeoutNow": "TimeoutNow"}[a]
+        fine.append((t, e["from"], e["ballot"], 0))
+    elif a == "HandleGcDone" and not e["expired"]:
+        fine.append(("GcDone", e["from"], e["ballot"], 0))
     elif a == "StepDown" and st["ballot"] > before["ballot"]:   # else its own ballot: reads nothing
         hb = [(f, le) for f, le in sent.heartbeats.get(st["ballot"], {}).items() if f != e["replica"]]
         if hb:
