@@ -792,7 +792,8 @@ GrantCurrent(r) == gc.pend[r] = ballot[r]
 \* Never while leading: a leader is granted nothing at its own ballot, and
 \* an old leader in its grace (gc_transfer_wait, 100 ms) cannot be elected
 \* again before it ends (the election timeout is 300 ms): a timing
-\* assumption.  MUTATION POINT (the mutant collects in place).
+\* assumption.  (mutants/gc_leader_collects.tla lets a leader collect in
+\* place: GcLeaderCollect.)
 GcCollectGranted(r) ==
     /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ role[r] # "Leader"
     /\ gc.due[r] /\ gc.pend[r] # 0 /\ GrantCurrent(r)
@@ -866,8 +867,8 @@ HandleTimeoutNow(r, m) ==
     /\ StartElection(r)
     /\ gc' = [gc EXCEPT !.handoff[r] = m.from]
 
-\* The mutation point of mutants/gc_leader_collects.tla: FALSE, a leader
-\* never collects under a grant without handing off.
+\* MUTATION POINT (mutants/gc_leader_collects.tla): FALSE, a leader never
+\* collects under a grant without handing off.
 LeaderCollectsInPlace == FALSE
 GcLeaderCollect(l) ==
     /\ LeaderCollectsInPlace
