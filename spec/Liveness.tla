@@ -49,6 +49,7 @@ CONSTANT Electors   \* replicas that may start elections (A2)
 
 ASSUME /\ Electors \subseteq Replicas /\ Electors # {}
        /\ MaxCrashes = 0 /\ ModelDrop = FALSE            \* A1
+       /\ ~GcCoordination   \* coordination is not part of the liveness models
 
 \* A2: a step may take a fresh ballot only for an Elector.  Stated on the
 \* ballot owners so that it holds for any action of Next.
@@ -62,27 +63,30 @@ LNext == Next /\ ElectionsByElectors
 \* (no work for TLC).
 On(flag) == IF flag THEN Replicas ELSE {}
 
+\* Each fair action leaves the coordination state (constant here) as it
+\* is: the protocol's actions do not name it, and TLC's ENABLED needs
+\* every variable determined.
 ElectionFairness ==
-    /\ \A r \in Electors : WF_vars(StartElection(r))
+    /\ \A r \in Electors : WF_vars(StartElection(r) /\ UNCHANGED gc)
     /\ \A r \in Replicas :
-         /\ WF_vars(\E m \in msgs : HandlePrepare(r, m))
-         /\ WF_vars(BecomeLeader(r))
+         /\ WF_vars(\E m \in msgs : HandlePrepare(r, m) /\ UNCHANGED gc)
+         /\ WF_vars(BecomeLeader(r) /\ UNCHANGED gc)
 ReplicationFairness ==
     \A r \in Replicas :
-       /\ WF_vars(\E m \in msgs : HandleAccept(r, m))
-       /\ WF_vars(HandleAccepted(r))
-ExecuteFairness == \A r \in Replicas : WF_vars(Execute(r))
+       /\ WF_vars(\E m \in msgs : HandleAccept(r, m) /\ UNCHANGED gc)
+       /\ WF_vars(HandleAccepted(r) /\ UNCHANGED gc)
+ExecuteFairness == \A r \in Replicas : WF_vars(Execute(r) /\ UNCHANGED gc)
 HeartbeatFairness ==
     \A r \in Replicas :
-       /\ WF_vars(SendHeartbeat(r))
-       /\ WF_vars(\E m \in msgs : HandleHeartbeat(r, m))
+       /\ WF_vars(SendHeartbeat(r) /\ UNCHANGED gc)
+       /\ WF_vars(\E m \in msgs : HandleHeartbeat(r, m) /\ UNCHANGED gc)
 CatchUpFairness ==
     \A r \in On(ModelCatchUp) :
-       /\ WF_vars(SendCatchUp(r))
-       /\ WF_vars(\E m \in msgs : HandleCatchUp(r, m))
-       /\ WF_vars(\E m \in msgs : InstallSnapshot(r, m))
-TrimFairness == \A r \in On(ModelTrim) : WF_vars(\E m \in msgs : HandleHeartbeatReply(r, m))
-PersistFairness == \A r \in On(ModelPersist) : WF_vars(Persist(r))
+       /\ WF_vars(SendCatchUp(r) /\ UNCHANGED gc)
+       /\ WF_vars(\E m \in msgs : HandleCatchUp(r, m) /\ UNCHANGED gc)
+       /\ WF_vars(\E m \in msgs : InstallSnapshot(r, m) /\ UNCHANGED gc)
+TrimFairness == \A r \in On(ModelTrim) : WF_vars(\E m \in msgs : HandleHeartbeatReply(r, m) /\ UNCHANGED gc)
+PersistFairness == \A r \in On(ModelPersist) : WF_vars(Persist(r) /\ UNCHANGED gc)
 
 Fairness ==
     /\ ElectionFairness /\ ReplicationFairness /\ ExecuteFairness
@@ -110,7 +114,7 @@ ExecutedEverywhere(s, v) ==
 EventuallyAllExecuted ==
     <>[](\E l \in Replicas :
            /\ role[l] = "Leader"
-           /\ \A s \in Slots : log[l][s] # Empty => ExecutedEverywhere(s, log[l][s].val))
+           /\ \A s \in DOMAIN log[l] : log[l][s] # Empty => ExecutedEverywhere(s, log[l][s].val))
 
 \* Per slot: once a value is chosen in slot s (accepted by a quorum at a
 \* leader's ballot and committed by that leader), every replica

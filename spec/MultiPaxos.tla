@@ -18,6 +18,10 @@
 (* of the queue durable and sends its messages; a crash keeps dur and any *)
 (* prefix of pend (written but not yet acknowledged).                     *)
 (*                                                                         *)
+(* Logs, and the votes, are kept as windows: functions over the interval *)
+(* of slots still held (see Windows), so that a step's cost does not grow *)
+(* with the number of slots a run has used.                              *)
+(*                                                                         *)
 (* Operators marked MUTATION POINT are overridden by spec/mutants/.       *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets, TLC
@@ -33,14 +37,16 @@ CONSTANTS
     ModelTrim,     \* BOOLEAN: include Trim and global-last-executed tracking
     ModelCatchUp,  \* BOOLEAN: include heartbeat replies and CatchUp
     ModelPersist,  \* BOOLEAN: asynchronous persistence (pend, Persist)
-    FineSteps      \* BOOLEAN: the code's finer steps (see below); FALSE keeps
+    FineSteps,     \* BOOLEAN: the code's finer steps (see below); FALSE keeps
                    \* exhaustive models small, trace validation needs TRUE
+    GcCoordination, \* BOOLEAN: Blade-style GC coordination (section GC coordination)
+    MaxGc          \* number of collections that may fall due in a behaviour
 
 VARIABLES
     ballot,        \* ballot[r]: promised ballot
     role,          \* "Follower" | "Candidate" | "Leader" (volatile)
     up,            \* up[r]: FALSE between Crash and Restart
-    log,           \* log[r][s]: instance [bal, val, com] (com volatile)
+    log,           \* log[r]: window of instances [bal, val, com] (com volatile)
     lastExecuted,  \* highest executed slot (volatile, rebuilt by re-execution)
     trimmed,       \* highest trimmed slot (persisted, with the snapshot)
     gle,           \* global last executed known to r (volatile)
@@ -52,12 +58,14 @@ VARIABLES
     msgs,          \* the network
     owner,         \* owner[b]: replica that started ballot b, or NoOwner
     chosen,        \* history: set of [slot, val, bal] committed by a leader quorum
+    votes,         \* history: the votes [acc, bal, val] cast, by slot (a window), and more (see Voted)
     crashes,       \* number of crashes so far
     dur,           \* dur[r]: durable state [ballot, log, trimmed, snap] (ModelPersist)
-    pend           \* pend[r]: queued writes, each [dur, out] (ModelPersist)
+    pend,          \* pend[r]: queued writes, each [dur, out] (ModelPersist)
+    gc             \* GC coordination state (volatile; constant without GcCoordination)
 
 vars == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-          kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
+          kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend, gc>>
 
 Slots    == 1..NumSlots
 Ballots  == 1..MaxBallot                    \* overridden by trace validation
@@ -78,24 +86,42 @@ Min2(a, b) == IF a < b THEN a ELSE b
 Msg(t, f, to, b, s, v, le, g, ents, sn) ==
     [type |-> t, from |-> f, to |-> to, bal |-> b, slot |-> s, val |-> v,
      le |-> le, gle |-> g, entries |-> ents, snap |-> sn]
-\* Instances carried by a message: a function on the slots it carries.
-NoEntries == [s \in {} |-> Empty]
-EntriesOf(r, S) == [s \in {s \in S : log[r][s] # Empty} |-> log[r][s]]
 NoSnap    == [le |-> 0, kv |-> <<>>, sessions |-> [c \in Clients |-> 0], exec |-> <<>>]
 Broadcast == "all"
 
 Send(m)  == msgs' = msgs \cup {m}
 For(r, m) == m.from # r /\ (m.to = Broadcast \/ m.to = r)
 
-\* Highest slot of log lg holding an instance, or the trimmed prefix t.
-\* Written so that TLC does linear work in native loops (CHOOSE tries x in
-\* ascending order and each wrong x fails at once): Max over a set would
-\* be quadratic, and a recursive scan costs a context per slot, which
-\* dominated trace validation with thousands of slots.
-LastIndexOf(lg, t) ==
-    CHOOSE x \in t..NumSlots : /\ x = t \/ lg[x] # Empty
-                               /\ \A y \in (x + 1)..NumSlots : lg[y] = Empty
+(***************************************************************************)
+(* Windows                                                                 *)
+(***************************************************************************)
+\* A log holds instances only in the slots above its trimmed prefix t, up
+\* to its last index: it is a function over the interval (t+1)..last (the
+\* empty function if it holds none), and a slot outside holds no instance.
+\* Kept so, a replica's state, and the cost of a step, depend on the slots
+\* it still holds, not on how many a run has used: trace validation
+\* replays runs of thousands of slots, and copies and fingerprints the
+\* state at every step.  The instances a message carries are a window too
+\* (with gaps of Empty), and so are the votes.
+NoLog == [s \in {} |-> Empty]
+At(lg, s) == IF s \in DOMAIN lg THEN lg[s] ELSE Empty
+\* Lowest and highest slot of a non-empty window f.  TLC enumerates an
+\* interval from its low end, so Lo costs one step, and Hi no more.
+Lo(f) == CHOOSE x \in DOMAIN f : x - 1 \notin DOMAIN f
+Hi(f) == Lo(f) + Cardinality(DOMAIN f) - 1
+\* Last slot of log lg holding an instance, or its trimmed prefix t.
+LastIndexOf(lg, t) == IF DOMAIN lg = {} THEN t ELSE Hi(lg)
 LastIndex(r) == LastIndexOf(log[r], trimmed[r])
+\* Log lg with trimmed prefix t and the instance e # Empty in slot s > t.
+Put(lg, t, s, e) ==
+    IF s \in DOMAIN lg THEN [lg EXCEPT ![s] = e]
+    ELSE [x \in (t + 1)..s |-> IF x = s THEN e ELSE At(lg, x)]
+\* The instances of lg above slot k (a log with trimmed prefix k).
+Above(lg, k) == IF DOMAIN lg = {} \/ Hi(lg) <= k THEN NoLog
+                ELSE [x \in (k + 1)..Hi(lg) |-> At(lg, x)]
+\* Instances carried by a message: the window of r's log over slots a+1..b.
+NoEntries == NoLog
+EntriesOf(r, a, b) == IF b <= a THEN NoLog ELSE [x \in (a + 1)..b |-> At(log[r], x)]
 
 \* The executed state of r, as a snapshot carries it.
 CurrentSnap(r) == [le |-> lastExecuted[r], kv |-> kv[r], sessions |-> sessions[r], exec |-> exec[r]]
@@ -112,28 +138,87 @@ ApplyReqs(k, ss, reqs) ==
          ELSE ApplyReqs(k, ss, Tail(reqs))
 Applied(r, v) == ApplyReqs(kv[r], sessions[r], Requests(v))
 ExecHistory(e, v) == Append(e, v)
+\* The history of leader commits after commit c (overridden by trace
+\* validation, which checks no invariant that reads it).
+CommitHistory(c) == chosen \cup {c}
+
+(***************************************************************************)
+(* Votes (history, for the invariants only)                                *)
+(***************************************************************************)
+\* The standard Paxos notion: acceptor a has voted for value v at ballot b
+\* in slot s once it acknowledged it (an Accepted message left) or holds it
+\* durably (its own instance, which a leader counts as its own vote and a
+\* promise reports to the next leader).  The spec adds to votes wherever
+\* messages leave or the durable log changes (Out, PersistUpTo, Crash).
+\* votes.at is a sequence: votes.at[i] holds the votes of slot votes.base + i,
+\* up to the highest slot voted in (votes.base is 0 in the models; trace
+\* validation drops the slots every replica has trimmed, TraceMultiPaxos).
+\* votes.at[i].cast holds the votes [acc, bal, val] cast in the slot and
+\* votes.at[i].chosen the values chosen there, kept with them so that the
+\* invariants need not count votes in every state; votes.max[a] is the
+\* highest ballot acceptor a voted in.  (A sequence, so that TLC updates
+\* and extends it in native code: it spans every replica's window.)
+NoVotes == [cast |-> {}, chosen |-> {}]
+VotesAt(s) == IF votes.base < s /\ s <= votes.base + Len(votes.at) THEN votes.at[s - votes.base] ELSE NoVotes
+\* The values a majority voted for at one ballot, among the votes V.
+ChosenIn(V) ==
+    {x.val : x \in {x \in V : Majority({y.acc : y \in {y \in V : y.bal = x.bal /\ y.val = x.val}})}}
+\* at (a votes sequence starting after slot base) with the votes of each
+\* slot s in DOMAIN U (all within it) replaced by U[s], one at a time.
+RECURSIVE UpdateVotes(_, _, _)
+UpdateVotes(at, base, U) ==
+    IF DOMAIN U = {} THEN at
+    ELSE LET s == CHOOSE s \in DOMAIN U : TRUE
+         IN  UpdateVotes([at EXCEPT ![s - base] = U[s]], base, [x \in DOMAIN U \ {s} |-> U[x]])
+\* The votes after r's durable log went from old to new and the messages M
+\* left: the instances new holds that old did not (every instance of a
+\* durable log was added when it became durable), and the Accepted among M.
+\* Votes for slots at or below votes.base (trimmed everywhere) are not kept.
+Voted(r, new, old, M) ==
+    LET A    == {m \in M : m.type = "Accepted"}
+        Mine == {s \in DOMAIN new : new[s] # Empty /\ new[s] # At(old, s)}
+        base == votes.base
+        S    == {s \in Mine \cup {m.slot : m \in A} : s > base}
+        Add(s) == (IF s \in Mine THEN {[acc |-> r, bal |-> new[s].bal, val |-> new[s].val]} ELSE {})
+                  \cup {[acc |-> m.from, bal |-> m.bal, val |-> m.val] : m \in {m \in A : m.slot = s}}
+        Upd(s) == LET c == VotesAt(s).cast \cup Add(s) IN [cast |-> c, chosen |-> ChosenIn(c)]
+        len  == Max({Len(votes.at)} \cup {s - base : s \in S})
+        at   == votes.at \o [i \in 1..(len - Len(votes.at)) |-> NoVotes]
+        Top(a) == Max({votes.max[a]} \cup {m.bal : m \in {m \in A : m.from = a}}
+                      \cup (IF a = r THEN {new[s].bal : s \in Mine} ELSE {}))
+    IN  IF S = {} THEN votes
+        ELSE [base |-> base, at |-> UpdateVotes(at, base, [s \in S |-> Upd(s)]),
+              max  |-> [a \in Replicas |-> Top(a)]]
+
+\* v is chosen in slot s: a majority voted for it at one ballot.
+IsChosen(s, v) == v \in VotesAt(s).chosen
 
 (***************************************************************************)
 (* Persistence                                                             *)
 (***************************************************************************)
-Strip(l)  == [s \in Slots |-> [l[s] EXCEPT !.com = FALSE]]
-NoDur     == [ballot |-> 0, log |-> [s \in Slots |-> Empty], trimmed |-> 0, snap |-> NoSnap]
+Strip(l)  == [s \in DOMAIN l |-> [l[s] EXCEPT !.com = FALSE]]
+NoDur     == [ballot |-> 0, log |-> NoLog, trimmed |-> 0, snap |-> NoSnap]
 \* The durable part of r's state after the current step (primed).
 DurNext(r) == [ballot |-> ballot'[r], log |-> Strip(log'[r]), trimmed |-> trimmed'[r], snap |-> snap'[r]]
 \* What a restart of r finds on disk.
 Durable(r) == IF ModelPersist THEN dur[r]
               ELSE [ballot |-> ballot[r], log |-> Strip(log[r]), trimmed |-> trimmed[r], snap |-> snap[r]]
 LastView(r) == IF pend[r] = <<>> THEN dur[r] ELSE pend[r][Len(pend[r])].dur
+DurableBallot(r) == IF ModelPersist THEN dur[r].ballot ELSE ballot[r]
 
 (***************************************************************************)
 (* MUTATION POINTS                                                         *)
 (***************************************************************************)
 \* An acceptor accepts an Accept at ballot b.
 AcceptOK(r, b) == b >= ballot[r]
+\* The promise of an acceptor after it accepted at ballot b.
+PromiseAfterAccept(r, b) == Max2(ballot[r], b)
 \* The leader's slot is committed once the acceptors in S acked it.
 CommitQuorum(S) == Majority(S)
 \* A follower commits, on a heartbeat of ballot b, an instance inst.
 FollowerCommitOK(inst, b) == inst.bal = b
+\* A replica executes the instance inst of its next slot.
+ExecuteOK(inst) == inst.com
 \* A replica may become leader of ballot b (its own) when its promises are in.
 LeaderGuard(r, b) == role[r] = "Candidate" /\ ballot[r] = b
 \* The ballot a new leader of ballot b takes.
@@ -160,13 +245,17 @@ HoldUntilDurable == TRUE
 Out(r, Now, Held) ==
     IF ~ModelPersist
     THEN /\ msgs' = msgs \cup Now \cup Held
+         /\ votes' = Voted(r, log'[r], log[r], Now \cup Held)
          /\ UNCHANGED <<dur, pend>>
     ELSE LET v == DurNext(r)
              L == Len(pend[r])
          IN  IF pend[r] = <<>> /\ v = dur[r]          \* nothing to wait for
              THEN /\ msgs' = msgs \cup Now \cup Held
+                  /\ votes' = Voted(r, NoLog, NoLog, Now \cup Held)
                   /\ UNCHANGED <<dur, pend>>
-             ELSE /\ msgs' = msgs \cup Now \cup (IF HoldUntilDurable THEN {} ELSE Held)
+             ELSE LET sent == Now \cup (IF HoldUntilDurable THEN {} ELSE Held) IN
+                  /\ msgs' = msgs \cup sent
+                  /\ votes' = Voted(r, NoLog, NoLog, sent)
                   /\ LET h == IF HoldUntilDurable THEN Held ELSE {} IN
                      pend' = [pend EXCEPT ![r] =
                                 IF v = LastView(r)    \* wait for the last write
@@ -175,11 +264,77 @@ Out(r, Now, Held) ==
                   /\ UNCHANGED dur
 
 (***************************************************************************)
+(* GC coordination: state (the actions are below, before Next)            *)
+(***************************************************************************)
+\* Blade-style coordination of collections (docs/protocol.md, "GC
+\* coordination (Blade)"; impl/core/src/replica/gc.rs).  A collecting
+\* replica is paused: it takes no step but GcDone (and may crash).  All of
+\* it is volatile.  Per replica r:
+\*   due[r]     a collection is due and has not started
+\*   coll[r]    "none", or collecting: "granted" (under a leader's grant) or
+\*              "forced" (deadline, no headroom, or no one to hand off to)
+\*   gbal[r]    the ballot of the grant it collects under (0 if none)
+\*   pend[r]    the ballot of a grant received and not yet used (0 if none):
+\*              an old leader holds a grant until its grace has passed
+\*   asked[r]   <<leader, ballot>> it last asked for a grant
+\*   handoff[r] the leader whose TimeoutNow started r's current election
+\* and, while r leads (reset whenever it stops leading):
+\*   held[r]    the replicas it counts as collecting: those it granted, and
+\*              after its election those that did not promise (they may be
+\*              collecting under an earlier leader's grant)
+\*   queue[r]   requests waiting for a grant, in order (FIFO)
+\*   count      collections that fell due so far (bounded by MaxGc)
+GcInit ==
+    [due |-> [r \in Replicas |-> FALSE], coll |-> [r \in Replicas |-> "none"],
+     gbal |-> [r \in Replicas |-> 0], pend |-> [r \in Replicas |-> 0],
+     asked |-> [r \in Replicas |-> <<NoOwner, 0>>], handoff |-> [r \in Replicas |-> NoOwner],
+     held |-> [r \in Replicas |-> {}], queue |-> [r \in Replicas |-> <<>>], count |-> 0]
+
+\* How many replicas may collect under grants at once: n - majority, so
+\* that a majority always stays live (1 of 3, 2 of 5).  MUTATION POINT.
+MajoritySize == Cardinality(Replicas) \div 2 + 1
+GcBudget == Cardinality(Replicas) - MajoritySize
+
+Paused(r) == gc.coll[r] # "none"
+
+\* The volatile coordination state of r as a restart (or stepping down)
+\* leaves it.
+GcForget(g, r) ==
+    [g EXCEPT !.due[r] = FALSE, !.coll[r] = "none", !.gbal[r] = 0, !.pend[r] = 0,
+              !.asked[r] = <<NoOwner, 0>>, !.handoff[r] = NoOwner,
+              !.held[r] = {}, !.queue[r] = <<>>]
+GcStopLeading(g, r) == [g EXCEPT !.held[r] = {}, !.queue[r] = <<>>]
+
+\* A step of the protocol (any action of Next but BecomeLeader and the GC
+\* actions) changes the coordination only through what it does to r's
+\* role: a leader that stops leading forgets its grants and queue (the core
+\* drops its leader state); a candidate that gives up or starts another
+\* election forgets whose hand-off started it; a restart forgets it all.
+GcAfterCore(r) ==
+    gc' = IF ~GcCoordination \/ ~up'[r] THEN gc
+          ELSE IF ~up[r] THEN GcForget(gc, r)
+          ELSE LET g1 == IF role[r] = "Leader" /\ role'[r] # "Leader" THEN GcStopLeading(gc, r) ELSE gc
+                   g2 == IF role[r] = "Candidate" /\ (role'[r] = "Follower" \/ ballot'[r] # ballot[r])
+                         THEN [g1 EXCEPT !.handoff[r] = NoOwner] ELSE g1
+               IN  g2
+
+\* Elected with the promises of Q: every peer that did not promise may be
+\* collecting under an earlier grant, and counts until it is heard from or
+\* its grant expires; an old leader that handed off to r waits first in
+\* the queue (it is due: it handed off to collect).
+GcElected(r, Q) ==
+    gc' = IF ~GcCoordination THEN gc
+          ELSE LET old == gc.handoff[r] IN
+               [gc EXCEPT !.held[r] = Replicas \ (Q \cup {r, old}),
+                          !.queue[r] = IF old = NoOwner THEN <<>> ELSE <<old>>,
+                          !.handoff[r] = NoOwner]
+
+(***************************************************************************)
 Init ==
     /\ ballot = [r \in Replicas |-> 0]
     /\ role = [r \in Replicas |-> "Follower"]
     /\ up = [r \in Replicas |-> TRUE]
-    /\ log = [r \in Replicas |-> [s \in Slots |-> Empty]]
+    /\ log = [r \in Replicas |-> NoLog]
     /\ lastExecuted = [r \in Replicas |-> 0]
     /\ trimmed = [r \in Replicas |-> 0]
     /\ gle = [r \in Replicas |-> 0]
@@ -191,9 +346,11 @@ Init ==
     /\ msgs = {}
     /\ owner = [b \in Ballots |-> NoOwner]
     /\ chosen = {}
+    /\ votes = [base |-> 0, at |-> <<>>, max |-> [r \in Replicas |-> 0]]
     /\ crashes = 0
     /\ dur = [r \in Replicas |-> NoDur]
     /\ pend = [r \in Replicas |-> <<>>]
+    /\ gc = GcInit
 
 (***************************************************************************)
 (* Election                                                                *)
@@ -234,7 +391,7 @@ HandlePrepare(r, m) ==
     /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
     /\ LET after == IF trimmed[r] > m.le THEN lastExecuted[r] ELSE m.le IN
        Out(r, {}, {Msg("Promise", r, m.from, m.bal, 0, NoVal, lastExecuted[r], 0,
-                       EntriesOf(r, {s \in Slots : s > after}),
+                       EntriesOf(r, after, LastIndex(r)),
                        IF trimmed[r] > m.le THEN CurrentSnap(r) ELSE NoSnap)})
 
 \* A Prepare, Accept or Heartbeat of a lower ballot is answered with the
@@ -244,7 +401,7 @@ Reject(r, m) ==
     /\ \/ m.type \in {"Accept", "Heartbeat"} /\ m.bal < ballot[r]
        \/ m.type = "Prepare" /\ ~PrepareOK(r, m)
     /\ Send(Msg("Nack", r, m.from, ballot[r], m.slot, NoVal, lastExecuted[r], 0, NoEntries, NoSnap))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* Promises stay in msgs; BecomeLeader reads those of the promisers Q
 \* (HandlePromise of the implementation only records them: a stutter here).
@@ -261,29 +418,30 @@ BecomeLeaderWith(r, Q) ==
                        THEN (CHOOSE p \in P : \A q \in P : q.snap.le <= p.snap.le).snap
                        ELSE CurrentSnap(r)
               le    == sn.le
-              top   == Max({LastIndex(r)} \cup UNION {DOMAIN p.entries : p \in P})
-              E(s)  == {p.entries[s] : p \in {p \in P : s \in DOMAIN p.entries}}
-                       \cup (IF log[r][s] # Empty THEN {log[r][s]} ELSE {})
+              top   == Max({LastIndex(r)} \cup {LastIndexOf(p.entries, 0) : p \in P})
+              E(s)  == ({At(p.entries, s) : p \in P} \cup {At(log[r], s)}) \ {Empty}
               inst  == le > lastExecuted[r]   \* a snapshot is installed
-              newlog == [s \in Slots |->
-                          IF s <= le THEN (IF inst THEN Empty ELSE log[r][s])
-                          ELSE IF s <= top THEN MergeEntry(log[r][s], E(s), LeaderBallot(r, b))
-                          ELSE Empty]
+              t     == IF inst THEN le ELSE trimmed[r]   \* trimmed prefix after
+              newlog == IF top <= t THEN NoLog
+                        ELSE [s \in (t + 1)..top |->
+                                IF s <= le THEN At(log[r], s)
+                                ELSE MergeEntry(At(log[r], s), E(s), LeaderBallot(r, b))]
           IN /\ {p.from : p \in P} = Q
              /\ Majority(Q \cup {r})
              /\ ballot' = [ballot EXCEPT ![r] = LeaderBallot(r, b)]
              /\ role' = [role EXCEPT ![r] = "Leader"]
              /\ log' = [log EXCEPT ![r] = newlog]
              /\ lastExecuted' = [lastExecuted EXCEPT ![r] = le]
-             /\ trimmed' = [trimmed EXCEPT ![r] = IF inst THEN le ELSE @]
+             /\ trimmed' = [trimmed EXCEPT ![r] = t]
              /\ snap' = [snap EXCEPT ![r] = IF inst THEN sn ELSE @]
              /\ kv' = [kv EXCEPT ![r] = sn.kv]
              /\ sessions' = [sessions EXCEPT ![r] = sn.sessions]
              /\ exec' = [exec EXCEPT ![r] = sn.exec]
              /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
+             /\ GcElected(r, Q)
              /\ UNCHANGED <<up, gle, owner, chosen, crashes>>
              /\ Out(r, {Msg("Accept", r, Broadcast, LeaderBallot(r, b), s, newlog[s].val,
-                            0, 0, NoEntries, NoSnap) : s \in {s \in Slots : le < s /\ s <= top}}, {})
+                            0, 0, NoEntries, NoSnap) : s \in (le + 1)..top}, {})
 
 \* The code becomes leader on the first majority of promises; without
 \* FineSteps, on all promises that arrived (fewer states).
@@ -310,7 +468,7 @@ StepDown(r) ==
 LoseQuorum(r) ==
     /\ FineSteps /\ up[r] /\ role[r] = "Leader"
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
 
 (***************************************************************************)
 (* Replication                                                             *)
@@ -319,7 +477,7 @@ ProposeValue(r, v) ==
     /\ up[r] /\ role[r] = "Leader"
     /\ LastIndex(r) < NumSlots
     /\ LET s == LastIndex(r) + 1 IN
-       /\ log' = [log EXCEPT ![r][s] = [bal |-> ballot[r], val |-> v, com |-> FALSE]]
+       /\ log' = [log EXCEPT ![r] = Put(@, trimmed[r], s, [bal |-> ballot[r], val |-> v, com |-> FALSE])]
        /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
        /\ Out(r, {Msg("Accept", r, Broadcast, ballot[r], s, v, 0, 0, NoEntries, NoSnap)}, {})
 
@@ -329,44 +487,44 @@ Propose(r) == \E c \in Commands : ProposeValue(r, c)
 HandleAccept(r, m) ==
     /\ up[r] /\ m.type = "Accept" /\ For(r, m)
     /\ AcceptOK(r, m.bal)
-    /\ ballot' = [ballot EXCEPT ![r] = IF m.bal > @ THEN m.bal ELSE @]
+    /\ ballot' = [ballot EXCEPT ![r] = PromiseAfterAccept(r, m.bal)]
     /\ role' = [role EXCEPT ![r] = IF m.bal > ballot[r] THEN "Follower" ELSE @]
-    /\ log' = [log EXCEPT ![r][m.slot] =
-                 IF @.com \/ m.slot <= lastExecuted[r] \/ m.slot <= trimmed[r] THEN @
-                 ELSE [bal |-> m.bal, val |-> m.val, com |-> FALSE]]
+    /\ log' = [log EXCEPT ![r] =
+                 IF At(@, m.slot).com \/ m.slot <= lastExecuted[r] \/ m.slot <= trimmed[r] THEN @
+                 ELSE Put(@, trimmed[r], m.slot, [bal |-> m.bal, val |-> m.val, com |-> FALSE])]
     /\ UNCHANGED <<up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
-    /\ Out(r, {}, {Msg("Accepted", r, m.from, m.bal, m.slot, NoVal, 0, 0, NoEntries, NoSnap)})
+    /\ Out(r, {}, {Msg("Accepted", r, m.from, m.bal, m.slot, m.val, 0, 0, NoEntries, NoSnap)})
 
 \* The leader commits slot s once a quorum accepted it at its ballot; its
 \* own vote counts once its instance is durable.
 Acks(r, s) ==
     {m.from : m \in {m \in msgs : m.type = "Accepted" /\ m.to = r /\ m.bal = ballot[r] /\ m.slot = s}}
-    \cup (IF Durable(r).log[s].bal = ballot[r] THEN {r} ELSE {})
+    \cup (IF At(Durable(r).log, s).bal = ballot[r] THEN {r} ELSE {})
 
 CommitSlot(r, s) ==
     /\ up[r] /\ role[r] = "Leader"
-    /\ log[r][s] # Empty /\ ~log[r][s].com /\ s > lastExecuted[r]
+    /\ At(log[r], s) # Empty /\ ~log[r][s].com /\ s > lastExecuted[r]
     /\ log[r][s].bal = ballot[r]
     /\ CommitQuorum(Acks(r, s))
     /\ log' = [log EXCEPT ![r][s].com = TRUE]
-    /\ chosen' = chosen \cup {[slot |-> s, val |-> log[r][s].val, bal |-> ballot[r]]}
-    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, crashes, dur, pend>>
+    /\ chosen' = CommitHistory([slot |-> s, val |-> log[r][s].val, bal |-> ballot[r]])
+    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, votes, crashes, dur, pend>>
 
-HandleAccepted(r) == \E s \in Slots : CommitSlot(r, s)
+HandleAccepted(r) == \E s \in DOMAIN log[r] : CommitSlot(r, s)
 
 \* Apply the next committed slot; at most once per (client, seq).
 Execute(r) ==
     /\ up[r]
     /\ lastExecuted[r] < NumSlots
     /\ LET s == lastExecuted[r] + 1
-           v == log[r][s].val
+           v == At(log[r], s).val
            a == Applied(r, v)
-       IN /\ log[r][s] # Empty /\ log[r][s].com
+       IN /\ At(log[r], s) # Empty /\ ExecuteOK(log[r][s])
           /\ lastExecuted' = [lastExecuted EXCEPT ![r] = s]
           /\ exec' = [exec EXCEPT ![r] = ExecHistory(@, v)]
           /\ kv' = [kv EXCEPT ![r] = a.kv]
           /\ sessions' = [sessions EXCEPT ![r] = a.sessions]
-    /\ UNCHANGED <<ballot, role, up, log, trimmed, gle, peerLE, snap, msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, trimmed, gle, peerLE, snap, msgs, owner, chosen, votes, crashes, dur, pend>>
 
 
 (***************************************************************************)
@@ -376,19 +534,23 @@ SendHeartbeat(r) ==
     /\ up[r] /\ role[r] = "Leader"
     /\ Send(Msg("Heartbeat", r, Broadcast, ballot[r], 0, NoVal, lastExecuted[r], gle[r],
                 NoEntries, NoSnap))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* Slots a follower commits on heartbeat m: last_executed+1 .. m.le in order,
-\* skipping those already committed, while the instance exists and
-\* FollowerCommitOK (its ballot is m's).
+\* skipping those already committed, while the instance exists and is
+\* committed or FollowerCommitOK (its ballot is m's).  k is the end of that
+\* run; CHOOSE tries k upward and each k before the end fails at its first
+\* conjunct, so TLC's work is linear in the run.
 HBCommits(r, m) ==
-    {s \in (lastExecuted[r] + 1)..Min2(m.le, NumSlots) : /\ ~log[r][s].com
-                   /\ \A t \in (lastExecuted[r] + 1)..s :
-                        log[r][t] # Empty /\ (log[r][t].com \/ FollowerCommitOK(log[r][t], m.bal))}
+    LET le    == lastExecuted[r]
+        OK(s) == At(log[r], s) # Empty /\ (log[r][s].com \/ FollowerCommitOK(log[r][s], m.bal))
+        hi    == Max2(le, Min2(m.le, LastIndex(r)))
+        k     == CHOOSE k \in le..hi : (k = hi \/ ~OK(k + 1)) /\ \A t \in (le + 1)..k : OK(t)
+    IN  {s \in (le + 1)..k : ~log[r][s].com}
 
 \* Highest slot that in-order execution reaches from le over the log lg.
 RECURSIVE ExecUpTo(_, _)
-ExecUpTo(le, lg) == IF le < NumSlots /\ lg[le + 1].com THEN ExecUpTo(le + 1, lg) ELSE le
+ExecUpTo(le, lg) == IF At(lg, le + 1).com THEN ExecUpTo(le + 1, lg) ELSE le
 
 \* The reply reports the last executed slot after executing what this
 \* heartbeat committed (the code executes before replying).
@@ -396,7 +558,8 @@ HandleHeartbeat(r, m) ==
     /\ up[r] /\ m.type = "Heartbeat" /\ For(r, m)
     /\ m.bal >= ballot[r]
     /\ LET C == HBCommits(r, m)      \* evaluated once, not once per slot
-           newlog == [s \in Slots |-> IF s \in C THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]
+           newlog == IF C = {} THEN log[r]
+                     ELSE [s \in DOMAIN log[r] |-> IF s \in C THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]
        IN /\ ballot' = [ballot EXCEPT ![r] = m.bal]
           /\ role' = [role EXCEPT ![r] = "Follower"]
           /\ log' = [log EXCEPT ![r] = newlog]
@@ -419,7 +582,7 @@ HandleHeartbeatReply(r, m) ==
           /\ \E H \in SUBSET (Replicas \ {r}) :
                /\ m.from \in H
                /\ gle' = [gle EXCEPT ![r] = Max2(@, Min({lastExecuted[r]} \cup {pl[p] : p \in H}))]
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, snap, kv, sessions, exec, msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, snap, kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
 
 \* A follower's reply shows it lacks executed slots: the leader sends the
 \* instances m.le+1..hi (hi up to its last executed) ...
@@ -428,8 +591,8 @@ SendCatchUpTo(r, m, hi) ==
     /\ m.type = "HeartbeatReply" /\ m.to = r /\ m.bal = ballot[r]
     /\ trimmed[r] <= m.le /\ m.le < hi /\ hi <= lastExecuted[r]
     /\ Send(Msg("CatchUp", r, m.from, ballot[r], 0, NoVal, hi, 0,
-                EntriesOf(r, (m.le + 1)..hi), NoSnap))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+                EntriesOf(r, m.le, hi), NoSnap))
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 \* ... or, if it trimmed them, its executed state.
 SendSnapshot(r, m) ==
@@ -437,10 +600,10 @@ SendSnapshot(r, m) ==
     /\ m.type = "HeartbeatReply" /\ m.to = r /\ m.bal = ballot[r]
     /\ m.le < trimmed[r]
     /\ Send(Msg("Snapshot", r, m.from, ballot[r], 0, NoVal, lastExecuted[r], 0, NoEntries, CurrentSnap(r)))
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 SendCatchUp(r) ==
-    \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in Slots : SendCatchUpTo(r, m, hi)
+    \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in (m.le + 1)..lastExecuted[r] : SendCatchUpTo(r, m, hi)
 
 \* A follower stores the chosen instances of a CatchUp as committed.
 HandleCatchUp(r, m) ==
@@ -448,10 +611,13 @@ HandleCatchUp(r, m) ==
     /\ m.bal >= ballot[r]
     /\ ballot' = [ballot EXCEPT ![r] = m.bal]
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |->
-                 IF s \in DOMAIN m.entries /\ s > lastExecuted[r] /\ ~@[s].com
-                 THEN [m.entries[s] EXCEPT !.com = TRUE]
-                 ELSE @[s]]]
+    /\ LET M      == m.entries
+           New(s) == At(M, s) # Empty /\ s > lastExecuted[r] /\ ~At(log[r], s).com
+           hi     == Max2(LastIndex(r), LastIndexOf(M, 0))
+       IN  log' = [log EXCEPT ![r] =
+                     IF hi <= trimmed[r] THEN NoLog
+                     ELSE [s \in (trimmed[r] + 1)..hi |->
+                             IF New(s) THEN [M[s] EXCEPT !.com = TRUE] ELSE At(log[r], s)]]
     /\ UNCHANGED <<up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
     /\ Out(r, {}, {})
 
@@ -462,7 +628,7 @@ InstallSnapshot(r, m) ==
     /\ m.snap.le > lastExecuted[r]
     /\ ballot' = [ballot EXCEPT ![r] = m.bal]
     /\ role' = [role EXCEPT ![r] = "Follower"]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |-> IF s <= m.snap.le THEN Empty ELSE @[s]]]
+    /\ log' = [log EXCEPT ![r] = Above(@, m.snap.le)]
     /\ lastExecuted' = [lastExecuted EXCEPT ![r] = m.snap.le]
     /\ trimmed' = [trimmed EXCEPT ![r] = m.snap.le]
     /\ snap' = [snap EXCEPT ![r] = m.snap]
@@ -477,7 +643,7 @@ Trim(r) ==
     /\ ModelTrim /\ up[r]
     /\ TrimLimit(r) > trimmed[r]
     /\ trimmed' = [trimmed EXCEPT ![r] = TrimLimit(r)]
-    /\ log' = [log EXCEPT ![r] = [s \in Slots |-> IF s <= TrimLimit(r) THEN Empty ELSE @[s]]]
+    /\ log' = [log EXCEPT ![r] = Above(@, TrimLimit(r))]
     /\ snap' = [snap EXCEPT ![r] = CurrentSnap(r)]
     /\ UNCHANGED <<ballot, role, up, lastExecuted, gle, peerLE, kv, sessions, exec, owner, chosen, crashes>>
     /\ Out(r, {}, {})
@@ -489,8 +655,10 @@ Trim(r) ==
 PersistUpTo(r, k) ==
     /\ ModelPersist /\ up[r]
     /\ 1 <= k /\ k <= Len(pend[r])
-    /\ dur' = [dur EXCEPT ![r] = pend[r][k].dur]
-    /\ msgs' = msgs \cup UNION {pend[r][i].out : i \in 1..k}
+    /\ LET out == UNION {pend[r][i].out : i \in 1..k} IN
+       /\ dur' = [dur EXCEPT ![r] = pend[r][k].dur]
+       /\ msgs' = msgs \cup out
+       /\ votes' = Voted(r, pend[r][k].dur.log, dur[r].log, out)
     /\ pend' = [pend EXCEPT ![r] = SubSeq(@, k + 1, Len(@))]
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
 
@@ -503,7 +671,8 @@ Crash(r) ==
     /\ up' = [up EXCEPT ![r] = FALSE]
     /\ crashes' = crashes + 1
     /\ \E k \in 0..Len(pend[r]) :
-         dur' = [dur EXCEPT ![r] = IF k = 0 THEN @ ELSE pend[r][k].dur]
+         /\ dur' = [dur EXCEPT ![r] = IF k = 0 THEN @ ELSE pend[r][k].dur]
+         /\ votes' = IF k = 0 THEN votes ELSE Voted(r, pend[r][k].dur.log, dur[r].log, {})
     /\ pend' = [pend EXCEPT ![r] = <<>>]
     /\ UNCHANGED <<ballot, role, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen>>
 
@@ -516,7 +685,7 @@ Restart(r) ==
        /\ up' = [up EXCEPT ![r] = TRUE]
        /\ ballot' = [ballot EXCEPT ![r] = RestartBallot(r)]
        /\ role' = [role EXCEPT ![r] = "Follower"]
-       /\ log' = [log EXCEPT ![r] = [s \in Slots |->
+       /\ log' = [log EXCEPT ![r] = [s \in DOMAIN D.log |->
                     IF D.log[s] # Empty /\ s <= D.snap.le THEN [D.log[s] EXCEPT !.com = TRUE]
                     ELSE D.log[s]]]
        /\ trimmed' = [trimmed EXCEPT ![r] = D.trimmed]
@@ -527,29 +696,224 @@ Restart(r) ==
        /\ exec' = [exec EXCEPT ![r] = D.snap.exec]
        /\ gle' = [gle EXCEPT ![r] = 0]
        /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
-    /\ UNCHANGED <<msgs, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<msgs, owner, chosen, votes, crashes, dur, pend>>
 
 Drop ==
     /\ ModelDrop
     /\ \E m \in msgs : msgs' = msgs \ {m}
-    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes, dur, pend>>
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 (***************************************************************************)
+(* GC coordination: actions                                                *)
+(***************************************************************************)
+\* Named like the trace events (docs/trace-format.md).  Timing is not
+\* modelled; where the core's safety rests on its timers, the action says
+\* which assumption it makes.  None of these touches a ballot, a promise,
+\* a log or a commit: a collecting replica is only a paused one.
+GcMsg(t, f, to, b) == Msg(t, f, to, b, 0, NoVal, 0, 0, NoEntries, NoSnap)
+GcUnchanged == UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
+                           kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
+Leads(l) == up[l] /\ role[l] = "Leader"
+
+\* The driver's collector reports a collection due.
+GcDue(r) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ ~gc.due[r]
+    /\ gc.count < MaxGc
+    /\ gc' = [gc EXCEPT !.due[r] = TRUE, !.pend[r] = 0, !.count = @ + 1]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* A due follower asks its leader, once per leader and ballot (and not
+\* while it holds a grant).
+RequestGcTo(r, to) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ role[r] = "Follower"
+    /\ gc.due[r] /\ gc.pend[r] = 0
+    /\ to # r /\ gc.asked[r] # <<to, ballot[r]>>
+    /\ gc' = [gc EXCEPT !.asked[r] = <<to, ballot[r]>>]
+    /\ Send(GcMsg("GcRequest", r, to, ballot[r]))
+    /\ GcUnchanged
+\* In the models a follower's leader is the owner of its ballot.
+RequestGc(r) == ballot[r] \in Ballots /\ owner[ballot[r]] \in Replicas /\ RequestGcTo(r, owner[ballot[r]])
+
+\* The leader grants at once if no one waits, it is not due itself (a due
+\* leader waits its turn or is handing off) and fewer than GcBudget
+\* replicas count as collecting; otherwise the request waits in the
+\* queue.  A request from a replica it counts already is a retry (the
+\* grant was lost: granted again) or, if it only assumed it collecting,
+\* a fresh request; the spec does not tell the two apart and allows both.
+\* granted: whether the core answers with a grant.
+HandleGcRequestAs(l, m, granted) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ m.type = "GcRequest" /\ m.to = l /\ m.bal = ballot[l]
+    /\ LET p == m.from
+           retry == p \in gc.held[l]
+           held1 == gc.held[l] \ {p}
+           now   == gc.queue[l] = <<>> /\ ~gc.due[l] /\ Cardinality(held1) < GcBudget
+       IN  \/ /\ retry /\ granted
+              /\ Send(GcMsg("GcGrant", l, p, ballot[l]))
+              /\ UNCHANGED gc
+           \/ /\ granted = now
+              /\ IF now
+                 THEN /\ gc' = [gc EXCEPT !.held[l] = held1 \cup {p}]
+                      /\ Send(GcMsg("GcGrant", l, p, ballot[l]))
+                 ELSE /\ gc' = [gc EXCEPT !.held[l] = held1,
+                                          !.queue[l] = IF \E i \in DOMAIN @ : @[i] = p THEN @ ELSE Append(@, p)]
+                      /\ UNCHANGED msgs
+    /\ GcUnchanged
+HandleGcRequest(l, m) == \E g \in BOOLEAN : HandleGcRequestAs(l, m, g)
+
+\* A grant frees up (done, expired): the head of the queue gets it.
+GrantGc(l) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ gc.queue[l] # <<>> /\ Cardinality(gc.held[l]) < GcBudget
+    /\ LET p == Head(gc.queue[l]) IN
+       /\ gc' = [gc EXCEPT !.held[l] = @ \cup {p}, !.queue[l] = Tail(@)]
+       /\ Send(GcMsg("GcGrant", l, p, ballot[l]))
+    /\ GcUnchanged
+
+\* A grant at the replica's ballot arrives.  Due, it keeps it (and
+\* collects, GcCollectGranted); not due (collected already, forced), it
+\* frees it at once.  A grant is delivered at most once (it is removed):
+\* the core does not match a grant to its request, so a duplicate that
+\* came after the leader stopped counting the grant would start an
+\* uncounted collection.  Links that do not duplicate (TCP, the
+\* simulator's) are assumed.
+HandleGcGrant(r, m) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r)
+    /\ m.type = "GcGrant" /\ m.to = r /\ m.bal = ballot[r]
+    /\ IF gc.due[r]
+       THEN gc' = [gc EXCEPT !.pend[r] = m.bal] /\ msgs' = msgs \ {m}
+       ELSE UNCHANGED gc /\ msgs' = (msgs \ {m}) \cup {GcMsg("GcDone", r, m.from, m.bal)}
+    /\ GcUnchanged
+
+\* Collect under a grant of the current ballot.  The core collects under
+\* a grant held through an old leader's grace even after a ballot change
+\* (mutants/gc_stale_grant.tla shows why it must not).  MUTATION POINT.
+GrantCurrent(r) == gc.pend[r] = ballot[r]
+\* Never while leading: a leader is granted nothing at its own ballot, and
+\* an old leader in its grace (gc_transfer_wait, 100 ms) cannot be elected
+\* again before it ends (the election timeout is 300 ms): a timing
+\* assumption.  (mutants/gc_leader_collects.tla lets a leader collect in
+\* place: GcLeaderCollect.)
+GcCollectGranted(r) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ role[r] # "Leader"
+    /\ gc.due[r] /\ gc.pend[r] # 0 /\ GrantCurrent(r)
+    /\ gc' = [gc EXCEPT !.due[r] = FALSE, !.coll[r] = "granted", !.gbal[r] = gc.pend[r], !.pend[r] = 0]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* No grant before the deadline (gc_wait_max), no headroom, or no one to
+\* hand off to: collect anyway, leader or not.
+GcCollectForced(r) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ gc.due[r]
+    /\ gc' = [gc EXCEPT !.due[r] = FALSE, !.coll[r] = "forced", !.pend[r] = 0]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* The collection is over; a granted one tells the leader of its grant.
+GcDone(r) ==
+    /\ GcCoordination /\ up[r] /\ Paused(r)
+    /\ gc' = [gc EXCEPT !.coll[r] = "none", !.gbal[r] = 0]
+    /\ IF gc.coll[r] = "granted"
+       THEN Send(GcMsg("GcDone", r, owner[gc.gbal[r]], gc.gbal[r]))
+       ELSE UNCHANGED msgs
+    /\ GcUnchanged
+
+\* The leader stops counting a replica: it reported done ...
+HandleGcDone(l, m) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ m.type = "GcDone" /\ m.to = l /\ m.bal = ballot[l] /\ m.from \in gc.held[l]
+    /\ gc' = [gc EXCEPT !.held[l] = @ \ {m.from}]
+    /\ GcUnchanged /\ UNCHANGED msgs
+\* ... or its grant timed out (gc_grant_timeout), or, assumed collecting
+\* after the election, it was heard from.  Timing assumption: a grant is
+\* delivered, used and done with well within gc_grant_timeout (1 s against
+\* pauses of milliseconds), so a count expires only when p neither
+\* collects under a grant, nor holds one, nor has one it could still use
+\* on its way (of its ballot or above).
+GcExpire(l, p) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l)
+    /\ p \in gc.held[l] /\ gc.coll[p] # "granted" /\ gc.pend[p] = 0
+    /\ ~\E m \in msgs : m.type = "GcGrant" /\ m.to = p /\ m.bal >= ballot[p]
+    /\ gc' = [gc EXCEPT !.held[l] = @ \ {p}]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+\* A due leader whose turn has come (fewer than GcBudget collecting) hands
+\* off: TimeoutNow to t, and it steps down (keeping its ballot); it then
+\* asks the next leader for a grant like any follower.  The core picks the
+\* most up-to-date follower heard from recently, not collecting or queued,
+\* and waits until t has accepted every slot in flight (or
+\* gc_transfer_wait): the models require t to hold every instance of the
+\* leader's log (TransferTargetOK); trace validation does not (the wait
+\* may time out).  In the core this is one step after a silent start.
+TransferTo(l, t) ==
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l) /\ gc.due[l]
+    /\ Cardinality(gc.held[l]) < GcBudget
+    /\ t \in Replicas \ ({l} \cup gc.held[l]) /\ \A i \in DOMAIN gc.queue[l] : gc.queue[l][i] # t
+    /\ role' = [role EXCEPT ![l] = "Follower"]
+    /\ gc' = [GcStopLeading(gc, l) EXCEPT !.asked[l] = <<NoOwner, 0>>, !.pend[l] = 0]
+    /\ Send(GcMsg("TimeoutNow", l, t, ballot[l]))
+    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap,
+                   kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
+\* MUTATION POINT: t is up, follows l's ballot and holds every instance
+\* of l's log.
+TransferTargetOK(l, t) ==
+    /\ up[t] /\ role[t] = "Follower" /\ ballot[t] = ballot[l] /\ ~Paused(t)
+    /\ \A s \in DOMAIN log[l] : log[l][s] # Empty =>
+          At(log[t], s).bal = log[l][s].bal /\ At(log[t], s).val = log[l][s].val
+TransferLeadership(l) == \E t \in Replicas : TransferTargetOK(l, t) /\ TransferTo(l, t)
+
+\* The chosen follower campaigns at once, remembering who handed off.
+HandleTimeoutNow(r, m) ==
+    /\ GcCoordination /\ up[r] /\ ~Paused(r)
+    /\ m.type = "TimeoutNow" /\ m.to = r /\ m.bal = ballot[r] /\ role[r] = "Follower"
+    /\ StartElection(r)
+    /\ gc' = [gc EXCEPT !.handoff[r] = m.from]
+
+\* MUTATION POINT (mutants/gc_leader_collects.tla): FALSE, a leader never
+\* collects under a grant without handing off.
+LeaderCollectsInPlace == FALSE
+GcLeaderCollect(l) ==
+    /\ LeaderCollectsInPlace
+    /\ GcCoordination /\ Leads(l) /\ ~Paused(l) /\ gc.due[l]
+    /\ Cardinality(gc.held[l]) < GcBudget
+    /\ gc' = [gc EXCEPT !.due[l] = FALSE, !.coll[l] = "granted", !.gbal[l] = ballot[l],
+                        !.held[l] = @ \cup {l}]
+    /\ GcUnchanged /\ UNCHANGED msgs
+
+GcNext ==
+    \E r \in Replicas :
+       \/ GcDue(r) \/ RequestGc(r) \/ GrantGc(r) \/ GcCollectGranted(r) \/ GcCollectForced(r)
+       \/ GcDone(r) \/ TransferLeadership(r) \/ GcLeaderCollect(r)
+       \/ \E p \in Replicas : GcExpire(r, p)
+       \/ \E m \in msgs : HandleGcRequest(r, m) \/ HandleGcGrant(r, m) \/ HandleGcDone(r, m)
+                         \/ HandleTimeoutNow(r, m)
+
+(***************************************************************************)
+\* The protocol's steps of r other than BecomeLeader (which sets the
+\* coordination state itself); a paused (collecting) replica takes none
+\* of them, though it may crash.
+CoreStep(r) ==
+    \/ StartElection(r) \/ StepDown(r) \/ LoseQuorum(r)
+    \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
+    \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
+    \/ Persist(r) \/ Restart(r)
+    \/ \E m \in msgs :
+        \/ HandlePrepare(r, m) \/ Reject(r, m) \/ HandleAccept(r, m)
+        \/ HandleHeartbeat(r, m) \/ HandleHeartbeatReply(r, m)
+        \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
+
 Next ==
     \/ \E r \in Replicas :
-        \/ StartElection(r) \/ BecomeLeader(r) \/ StepDown(r) \/ LoseQuorum(r)
-        \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
-        \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
-        \/ Persist(r) \/ Crash(r) \/ Restart(r)
-        \/ \E m \in msgs :
-            \/ HandlePrepare(r, m) \/ Reject(r, m) \/ HandleAccept(r, m)
-            \/ HandleHeartbeat(r, m) \/ HandleHeartbeatReply(r, m)
-            \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
-    \/ Drop
+        \/ ~Paused(r) /\ BecomeLeader(r)
+        \/ ~Paused(r) /\ CoreStep(r) /\ GcAfterCore(r)
+        \/ Crash(r) /\ gc' = IF GcCoordination THEN GcForget(gc, r) ELSE gc   \* a crash ends a collection
+    \/ GcNext
+    \/ Drop /\ UNCHANGED gc
 
 Spec == Init /\ [][Next]_vars
 
 Symmetry == Permutations(Replicas)
+\* Clients are symmetric too (each permutation of one set is a symmetry;
+\* TLC reduces by the permutations listed, a subset of the group is sound).
+SymmetryRC == Permutations(Replicas) \cup Permutations(Clients)
 
 (***************************************************************************)
 (* Invariants                                                              *)
@@ -562,7 +926,10 @@ TypeOK ==
     /\ ballot \in [Replicas -> {0} \cup Ballots]
     /\ role \in [Replicas -> Roles]
     /\ up \in [Replicas -> BOOLEAN]
-    /\ log \in [Replicas -> [Slots -> Entry \cup {Empty}]]
+    /\ \A r \in Replicas :       \* log[r]: a window over trimmed+1 .. last index
+         /\ DOMAIN log[r] \subseteq Slots
+         /\ \A s \in DOMAIN log[r] : log[r][s] \in Entry \cup {Empty}
+         /\ DOMAIN log[r] # {} => Lo(log[r]) = trimmed[r] + 1 /\ log[r][Hi(log[r])] # Empty
     /\ lastExecuted \in [Replicas -> 0..NumSlots]
     /\ trimmed \in [Replicas -> 0..NumSlots]
     /\ gle \in [Replicas -> 0..NumSlots]
@@ -570,15 +937,22 @@ TypeOK ==
     /\ sessions \in [Replicas -> [Clients -> 0..MaxSeq]]
     /\ owner \in [Ballots -> Replicas \cup {NoOwner}]
     /\ crashes \in 0..MaxCrashes
+    /\ votes.base + Len(votes.at) <= NumSlots
+    /\ \A i \in DOMAIN votes.at :
+         /\ votes.at[i].cast \subseteq [acc : Replicas, bal : Ballots, val : Values]
+         /\ votes.at[i].chosen = ChosenIn(votes.at[i].cast)
+    /\ votes.max \in [Replicas -> {0} \cup Ballots]
+    /\ \A r \in Replicas : \A i \in DOMAIN votes.at : \A x \in votes.at[i].cast :
+         x.acc = r => x.bal <= votes.max[r]
     /\ \A r \in Replicas : ModelPersist \/ pend[r] = <<>>
 
 \* At most one value is committed per slot, across replicas and over time.
 Agreement ==
     /\ \A c1, c2 \in chosen : c1.slot = c2.slot => c1.val = c2.val
-    /\ \A r1, r2 \in Replicas, s \in Slots :
-         (log[r1][s].com /\ log[r2][s].com) => log[r1][s].val = log[r2][s].val
-    /\ \A r \in Replicas, s \in Slots, c \in chosen :
-         (log[r][s].com /\ c.slot = s) => log[r][s].val = c.val
+    /\ \A r1, r2 \in Replicas : \A s \in DOMAIN log[r1] :
+         (log[r1][s].com /\ At(log[r2], s).com) => log[r1][s].val = log[r2][s].val
+    /\ \A r \in Replicas, c \in chosen :
+         At(log[r], c.slot).com => log[r][c.slot].val = c.val
 
 \* Same slot, same value; same last executed, same key-value state.
 ExecutedPrefixesAgree ==
@@ -593,7 +967,7 @@ CommittedSurvivesElection ==
     \A r \in Replicas, c \in chosen :
        (up[r] /\ role[r] = "Leader" /\ c.bal <= ballot[r]) =>
           \/ c.slot <= lastExecuted[r] /\ exec[r][c.slot] = c.val
-          \/ log[r][c.slot] # Empty /\ log[r][c.slot].val = c.val
+          \/ At(log[r], c.slot) # Empty /\ log[r][c.slot].val = c.val
 
 \* A (client, seq) is applied at most once to the key-value state.
 AtMostOnce ==
@@ -602,6 +976,76 @@ AtMostOnce ==
 \* The log never drops an instance that is not executed.
 TrimmedExecuted == \A r \in Replicas : trimmed[r] <= lastExecuted[r]
 
-BallotMonotonic == [][\A r \in Replicas : ballot'[r] >= ballot[r]]_vars
+\* Every instance held as committed is chosen (a majority voted for its
+\* value at one ballot): committing takes a quorum, and so does every way
+\* a replica learns of a commit (heartbeat, catch-up, merge, restart).
+CommittedIsChosen ==
+    \A r \in Replicas : \A s \in DOMAIN log[r] : log[r][s].com => IsChosen(s, log[r][s].val)
+
+\* Every executed value is chosen in its slot.  exec[r] holds the values
+\* of the slots up to lastExecuted[r]: all of them (Len = lastExecuted)
+\* or, in trace validation, only the last (docs/conformance.md).
+ExecutedIsChosen ==
+    \A r \in Replicas : \A i \in 1..Len(exec[r]) :
+       IsChosen(lastExecuted[r] - Len(exec[r]) + i, exec[r][i])
+
+\* An acceptor never holds an instance of a ballot above its promise, and
+\* every ballot it voted in is at most its durable promise (a vote counts
+\* only once the promise that covers it is on disk).
+AcceptedBelowPromise ==
+    /\ \A r \in Replicas : \A s \in DOMAIN log[r] : log[r][s].bal <= ballot[r]
+    /\ \A r \in Replicas : votes.max[r] <= DurableBallot(r)
+
+\* Ballots never go down: the in-memory ballot while the replica stays up
+\* (with ModelPersist a crash loses a ballot not yet durable, so it may
+\* come back lower), and the durable ballot at any time.
+BallotMonotonic == [][\A r \in Replicas : up[r] /\ up'[r] => ballot'[r] >= ballot[r]]_vars
+DurableBallotMonotonic == [][\A r \in Replicas : DurableBallot(r)' >= DurableBallot(r)]_vars
+
+(***************************************************************************)
+(* State constraints for models that leave a feature out                  *)
+(***************************************************************************)
+\* No heartbeats: followers never commit, only leaders do (merge models).
+NoHeartbeats == \A m \in msgs : m.type # "Heartbeat"
+\* Nothing is executed (models of merging, where execution only shrinks promises).
+NoExecution == \A r \in Replicas : lastExecuted[r] = 0
+
+(***************************************************************************)
+(* GC coordination invariants (models/ci_gc.cfg)                           *)
+(***************************************************************************)
+GcTypeOK ==
+    /\ gc.due \in [Replicas -> BOOLEAN]
+    /\ gc.coll \in [Replicas -> {"none", "granted", "forced"}]
+    /\ gc.gbal \in [Replicas -> {0} \cup Ballots] /\ gc.pend \in [Replicas -> {0} \cup Ballots]
+    /\ gc.held \in [Replicas -> SUBSET Replicas] /\ gc.queue \in [Replicas -> Seq(Replicas)]
+    /\ gc.count \in 0..MaxGc
+    /\ \A r \in Replicas :
+         /\ gc.due[r] => gc.coll[r] = "none"           \* a due replica is not collecting
+         /\ (gc.coll[r] = "granted") = (gc.gbal[r] # 0)
+         /\ role[r] # "Leader" => gc.held[r] = {} /\ gc.queue[r] = <<>>
+
+\* Never more than n - majority replicas collect under grants: a majority
+\* is always live (stated on the replicas, not on any leader's count).
+GcGrantsWithinBudget ==
+    Cardinality({r \in Replicas : gc.coll[r] = "granted"}) <= Cardinality(Replicas) - MajoritySize
+
+\* A leader counts at most n - majority replicas as collecting.
+GcLeaderWithinBudget ==
+    \A l \in Replicas : role[l] = "Leader" => Cardinality(gc.held[l]) <= Cardinality(Replicas) - MajoritySize
+
+\* Every replica collecting under a grant is counted by every leader of
+\* that grant's ballot or a later one (by the grantor as granted, by a
+\* later leader as assumed: a paused replica cannot have promised it).
+\* With GcLeaderWithinBudget this bounds the collectors whenever there is
+\* a leader; it fails at once if a grant of an old ballot is used.
+GcCollectorsCounted ==
+    \A r, l \in Replicas :
+       (gc.coll[r] = "granted" /\ up[l] /\ role[l] = "Leader" /\ l # r /\ ballot[l] >= gc.gbal[r])
+          => r \in gc.held[l]
+
+\* A replica never collects under a grant while it leads (a leader due for
+\* a collection hands off first).
+GcCollectorNotLeader ==
+    \A r \in Replicas : gc.coll[r] = "granted" => role[r] # "Leader"
 
 =============================================================================

@@ -11,7 +11,10 @@
 (*                                                                         *)
 (* The silent steps are Crash, enabled only when the next event is the   *)
 (* Recover of that replica, and Prune, which drops the messages no later *)
-(* event can read.  TLC prints "TRACE ACCEPTED" and stops when            *)
+(* event can read and the votes of slots trimmed everywhere, so that the *)
+(* state, and a step's cost, do not grow with the trace.  Every state is *)
+(* checked against the invariants of trace/TraceMultiPaxos.cfg.          *)
+(* TLC prints "TRACE ACCEPTED" and stops when                            *)
 (* the whole trace is matched; register 1 holds the longest matched       *)
 (* prefix, printed as it grows.  See docs/conformance.md.                 *)
 (***************************************************************************)
@@ -21,30 +24,44 @@ VARIABLES
     l,      \* index of the next event to match
     ptags   \* ptags[r][i]: the persistence token of the write pend[r][i]
 
-\* Overrides (see the trace cfg): values are batches <<<<client, seq>>, ...>>,
-\* a no-op is the empty batch; the key-value state is not tracked.
-\* Replica ids are integers here, so the string sentinels become integers.
+\* Overrides (see the trace cfg).  Values are opaque: the converter numbers
+\* the batches of requests, equal batches alike, the no-op (empty batch) 0;
+\* the key-value state is not tracked, and of the executed values only the
+\* last is kept (ExecutedIsChosen reads exec as the values of the slots up
+\* to lastExecuted, here only the last one).  Replica ids are integers
+\* here, so the string sentinels become integers.
 TraceBroadcast == -1
 TraceNoOwner == -2
-TraceNoop == <<>>
-TraceNoVal == <<<<0, 0>>>>
+TraceNoop == 0
+TraceNoVal == -1
 TraceApplied(r, v) == [kv |-> kv[r], sessions |-> sessions[r]]
-TraceExecHistory(e, v) == e
+TraceExecHistory(e, v) == <<v>>
+TraceCommitHistory(c) == chosen
 
+\* The event to match: a tuple (a record would double the time SANY takes
+\* to read a long trace), <<action, replica, last_token, then its state
+\* summary: ballot, role, last_index, last_executed, global_last_executed,
+\* trimmed>>, then the action's own fields F(1), F(2), ..., in the order of
+\* FIELDS in spec/trace/ndjson2tla.py (named in each arm of TraceStep).
 E == Trace[l]
+Act(e) == e[1]
+Rep(e) == e[2]
+F(i) == E[9 + i]
 
 \* The summary the event reports of its replica's state after the step.
 StateMatches(r) ==
-    /\ ballot'[r] = E.sb
-    /\ role'[r] = E.srole
-    /\ LastIndexOf(log'[r], trimmed'[r]) = E.sli
-    /\ lastExecuted'[r] = E.sle
-    /\ gle'[r] = E.sgle
-    /\ trimmed'[r] = E.strim
+    /\ ballot'[r] = E[4]
+    \* TransferLeadership is emitted before the leader steps down: its
+    \* summary shows the role it had.
+    /\ (IF Act(E) = "TransferLeadership" THEN role[r] ELSE role'[r]) = E[5]
+    /\ LastIndexOf(log'[r], trimmed'[r]) = E[6]
+    /\ lastExecuted'[r] = E[7]
+    /\ gle'[r] = E[8]
+    /\ trimmed'[r] = E[9]
 
 \* A write queued by this step is tagged with the event's token.
 Tag(r) ==
-    ptags' = [ptags EXCEPT ![r] = IF Len(pend'[r]) > Len(pend[r]) THEN Append(@, E.tok) ELSE @]
+    ptags' = [ptags EXCEPT ![r] = IF Len(pend'[r]) > Len(pend[r]) THEN Append(@, E[3]) ELSE @]
 
 \* The spec's state of replica q after this step, for diagnostics: what
 \* the next event of q (if it cannot be matched) starts from.
@@ -62,7 +79,7 @@ Matched(r) ==
     /\ l' = l + 1
     /\ IF l' > TLCGet(1)
        THEN /\ TLCSet(1, l')
-            /\ PrintT(<<"matched", l, IF l' <= Len(Trace) THEN View(Trace[l'].r) ELSE "end">>)
+            /\ PrintT(<<"matched", l, IF l' <= Len(Trace) THEN View(Rep(Trace[l'])) ELSE "end">>)
        ELSE TRUE
 
 \* An event that changes nothing in the spec: the message it names exists.
@@ -71,97 +88,172 @@ Observe(r) == UNCHANGED <<vars, ptags>> /\ Matched(r)
 \* A message of type t from f to r (or broadcast) at ballot b.
 Msgs(t, f, r, b) == {m \in msgs : m.type = t /\ m.from = f /\ For(r, m) /\ m.bal = b}
 
-NewlyCommitted(r) == {s \in Slots : ~log[r][s].com /\ log'[r][s].com}
+NewlyCommitted(r) == {s \in DOMAIN log'[r] : log'[r][s].com /\ ~At(log[r], s).com}
 
-TraceStep(r) ==
-    CASE E.a = "StartElection" ->
-            StartElectionAt(r, E.bal) /\ Tag(r) /\ Matched(r)
-      [] E.a = "HandlePrepare" ->
-            \E m \in Msgs("Prepare", E.frm, r, E.bal) :
-               IF E.ok THEN HandlePrepare(r, m) /\ Tag(r) /\ Matched(r)
+CoreTraceStep(r) ==
+    CASE Act(E) = "StartElection" ->
+            LET bal == F(1) IN
+            StartElectionAt(r, bal) /\ Tag(r) /\ Matched(r)
+      [] Act(E) = "HandlePrepare" ->
+            LET frm == F(1) bal == F(2) ok == F(3) IN
+            \E m \in Msgs("Prepare", frm, r, bal) :
+               IF ok THEN HandlePrepare(r, m) /\ Tag(r) /\ Matched(r)
                ELSE Reject(r, m) /\ UNCHANGED ptags /\ Matched(r)
-      [] E.a = "HandlePromise" ->
-            /\ Msgs(IF E.ok THEN "Promise" ELSE "Nack", E.frm, r, E.bal) # {}
+      [] Act(E) = "HandlePromise" ->
+            LET frm == F(1) bal == F(2) ok == F(3) IN
+            /\ Msgs(IF ok THEN "Promise" ELSE "Nack", frm, r, bal) # {}
             /\ Observe(r)
-      [] E.a = "BecomeLeader" ->
-            /\ BecomeLeaderWith(r, E.merged \ {r})
-            /\ ballot'[r] = E.bal
-            /\ (E.snapfrom # -1) = (lastExecuted'[r] > lastExecuted[r])
-            /\ {E.entries[i].slot : i \in DOMAIN E.entries} =
-                  {s \in Slots : s > lastExecuted'[r] /\ log'[r][s] # Empty}
-            /\ \A i \in DOMAIN E.entries :
-                  log'[r][E.entries[i].slot] =
-                     [bal |-> E.entries[i].bal, val |-> E.entries[i].val, com |-> E.entries[i].com]
+      [] Act(E) = "BecomeLeader" ->
+            \* entries: <<slot, ballot, value, committed>> of every replayed slot
+            LET bal == F(1) merged == F(2) snapfrom == F(3) entries == F(4) IN
+            /\ BecomeLeaderWith(r, merged \ {r})
+            /\ ballot'[r] = bal
+            /\ (snapfrom # -1) = (lastExecuted'[r] > lastExecuted[r])
+            /\ {entries[i][1] : i \in DOMAIN entries} =
+                  {s \in DOMAIN log'[r] : s > lastExecuted'[r] /\ log'[r][s] # Empty}
+            /\ \A i \in DOMAIN entries :
+                  At(log'[r], entries[i][1]) =
+                     [bal |-> entries[i][2], val |-> entries[i][3], com |-> entries[i][4]]
             /\ Tag(r) /\ Matched(r)
-      [] E.a = "Propose" ->
-            /\ ProposeValue(r, E.val)
-            /\ log'[r][E.slot].val = E.val /\ log[r][E.slot] = Empty
+      [] Act(E) = "Propose" ->
+            LET slot == F(1) val == F(2) IN
+            /\ ProposeValue(r, val)
+            /\ At(log'[r], slot).val = val /\ At(log[r], slot) = Empty
             /\ Tag(r) /\ Matched(r)
-      [] E.a = "HandleAccept" ->
-            \E m \in Msgs("Accept", E.frm, r, E.bal) :
-               /\ m.slot = E.slot /\ m.val = E.val
-               /\ IF E.ok THEN HandleAccept(r, m) /\ Tag(r) /\ Matched(r)
+      [] Act(E) = "HandleAccept" ->
+            LET frm == F(1) bal == F(2) slot == F(3) ok == F(4) val == F(5) IN
+            \E m \in Msgs("Accept", frm, r, bal) :
+               /\ m.slot = slot /\ m.val = val
+               /\ IF ok THEN HandleAccept(r, m) /\ Tag(r) /\ Matched(r)
                   ELSE Reject(r, m) /\ UNCHANGED ptags /\ Matched(r)
-      [] E.a = "HandleAccepted" ->
-            IF ~E.ok
-            THEN /\ \E m \in Msgs("Nack", E.frm, r, E.bal) : m.slot = E.slot
+      [] Act(E) = "HandleAccepted" ->
+            LET frm == F(1) bal == F(2) slot == F(3) ok == F(4) com == F(5) IN
+            IF ~ok
+            THEN /\ \E m \in Msgs("Nack", frm, r, bal) : m.slot = slot
                  /\ Observe(r)
-            ELSE /\ IF E.frm = r
-                    THEN Durable(r).log[E.slot].bal = E.bal
-                    ELSE \E m \in Msgs("Accepted", E.frm, r, E.bal) : m.slot = E.slot
-                 /\ IF E.com
-                    THEN CommitSlot(r, E.slot) /\ UNCHANGED ptags /\ Matched(r)
+            ELSE /\ IF frm = r
+                    THEN At(Durable(r).log, slot).bal = bal
+                    ELSE \E m \in Msgs("Accepted", frm, r, bal) : m.slot = slot
+                 /\ IF com
+                    THEN CommitSlot(r, slot) /\ UNCHANGED ptags /\ Matched(r)
                     ELSE Observe(r)
-      [] E.a = "Execute" ->
-            /\ lastExecuted[r] + 1 = E.slot /\ log[r][E.slot].val = E.val
+      [] Act(E) = "Execute" ->
+            LET slot == F(1) val == F(2) IN
+            /\ lastExecuted[r] + 1 = slot /\ At(log[r], slot).val = val
             /\ Execute(r) /\ UNCHANGED ptags /\ Matched(r)
-      [] E.a = "SendHeartbeat" ->
-            /\ ballot[r] = E.bal /\ lastExecuted[r] = E.le /\ gle[r] = E.gle
+      [] Act(E) = "SendHeartbeat" ->
+            LET bal == F(1) le == F(2) g == F(3) IN
+            /\ ballot[r] = bal /\ lastExecuted[r] = le /\ gle[r] = g
             /\ SendHeartbeat(r) /\ UNCHANGED ptags /\ Matched(r)
-      [] E.a = "HandleHeartbeat" ->
-            \E m \in Msgs("Heartbeat", E.frm, r, E.bal) :
-               /\ m.le = E.lle /\ m.gle = E.gle
-               /\ IF E.ok
-                  THEN HandleHeartbeat(r, m) /\ NewlyCommitted(r) = E.slots /\ Tag(r) /\ Matched(r)
+      [] Act(E) = "HandleHeartbeat" ->
+            LET frm == F(1) bal == F(2) lle == F(3) g == F(4) ok == F(5) slots == F(6) IN
+            \E m \in Msgs("Heartbeat", frm, r, bal) :
+               /\ m.le = lle /\ m.gle = g
+               /\ IF ok
+                  THEN HandleHeartbeat(r, m) /\ NewlyCommitted(r) = slots /\ Tag(r) /\ Matched(r)
                   ELSE Reject(r, m) /\ UNCHANGED ptags /\ Matched(r)
-      [] E.a = "HandleHeartbeatReply" ->
-            IF E.ok
-            THEN \E m \in Msgs("HeartbeatReply", E.frm, r, E.bal) :
-                   /\ m.le = E.le
+      [] Act(E) = "HandleHeartbeatReply" ->
+            LET frm == F(1) bal == F(2) ok == F(3) le == F(4) IN
+            IF ok
+            THEN \E m \in Msgs("HeartbeatReply", frm, r, bal) :
+                   /\ m.le = le
                    /\ HandleHeartbeatReply(r, m) /\ UNCHANGED ptags /\ Matched(r)
-            ELSE Msgs("Nack", E.frm, r, E.bal) # {} /\ Observe(r)
-      [] E.a = "Trim" ->
-            /\ TrimLimit(r) = E.upto
+            ELSE Msgs("Nack", frm, r, bal) # {} /\ Observe(r)
+      [] Act(E) = "Trim" ->
+            LET upto == F(1) IN
+            /\ TrimLimit(r) = upto
             /\ Trim(r) /\ Tag(r) /\ Matched(r)
-      [] E.a = "SendCatchUp" ->
-            \E m \in Msgs("HeartbeatReply", E.to, r, ballot[r]) :
-               /\ IF E.snapshot
+      [] Act(E) = "SendCatchUp" ->
+            \* the slots sent are lo..hi (the converter writes lo = -1 if the
+            \* event's slots are not consecutive, which nothing matches)
+            LET to == F(1) snapshot == F(2) lo == F(3) hi == F(4) IN
+            \E m \in Msgs("HeartbeatReply", to, r, ballot[r]) :
+               /\ IF snapshot
                   THEN SendSnapshot(r, m)
-                  ELSE /\ E.slots # <<>>
-                       /\ m.le + 1 = E.slots[1]
-                       /\ E.slots = [i \in 1..(E.slots[Len(E.slots)] - m.le) |-> m.le + i]
-                       /\ SendCatchUpTo(r, m, E.slots[Len(E.slots)])
+                  ELSE /\ lo = m.le + 1 /\ lo <= hi
+                       /\ SendCatchUpTo(r, m, hi)
                /\ UNCHANGED ptags /\ Matched(r)
-      [] E.a = "HandleCatchUp" ->
-            \E m \in Msgs("CatchUp", E.frm, r, E.bal) :
-               /\ HandleCatchUp(r, m) /\ NewlyCommitted(r) = E.slots
+      [] Act(E) = "HandleCatchUp" ->
+            LET frm == F(1) bal == F(2) slots == F(3) IN
+            \E m \in Msgs("CatchUp", frm, r, bal) :
+               /\ HandleCatchUp(r, m) /\ NewlyCommitted(r) = slots
                /\ Tag(r) /\ Matched(r)
-      [] E.a = "InstallSnapshot" ->
-            \E m \in {m \in msgs : m.type = "Snapshot" /\ m.from = E.frm /\ For(r, m)} :
-               /\ m.snap.le = E.le
+      [] Act(E) = "InstallSnapshot" ->
+            LET frm == F(1) le == F(2) IN
+            \E m \in {m \in msgs : m.type = "Snapshot" /\ m.from = frm /\ For(r, m)} :
+               /\ m.snap.le = le
                /\ InstallSnapshot(r, m) /\ Tag(r) /\ Matched(r)
-      [] E.a = "StepDown" ->
-            /\ IF E.bal > ballot[r] THEN StepDown(r) ELSE LoseQuorum(r)
+      [] Act(E) = "StepDown" ->
+            LET bal == F(1) IN
+            /\ IF bal > ballot[r] THEN StepDown(r) ELSE LoseQuorum(r)
             /\ Tag(r) /\ Matched(r)
-      [] E.a = "Persisted" ->
-            LET k == Cardinality({i \in DOMAIN ptags[r] : ptags[r][i] <= E.token}) IN
+      [] Act(E) = "Persisted" ->
+            LET token == F(1)
+                k == Cardinality({i \in DOMAIN ptags[r] : ptags[r][i] <= token}) IN
             IF k = 0 THEN Observe(r)
             ELSE /\ PersistUpTo(r, k)
                  /\ ptags' = [ptags EXCEPT ![r] = SubSeq(@, k + 1, Len(@))]
                  /\ Matched(r)
-      [] E.a = "Recover" ->
+      [] Act(E) = "Recover" ->
             Restart(r) /\ UNCHANGED ptags /\ Matched(r)
       [] OTHER -> FALSE
+
+\* The steps of GC coordination (MultiPaxos.tla, "GC coordination").
+CoreVarsButMsgs == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
+                     kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
+GcEvents == {"GcDue", "RequestGc", "HandleGcRequest", "GrantGc", "HandleGcGrant", "Collect",
+             "GcDone", "HandleGcDone", "TransferLeadership", "HandleTimeoutNow"}
+GcTraceStep(r) ==
+    /\ UNCHANGED ptags
+    /\ CASE Act(E) = "GcDue" -> GcDue(r) /\ Matched(r)
+         [] Act(E) = "RequestGc" ->
+               LET to == F(1) bal == F(2) IN
+               bal = ballot[r] /\ RequestGcTo(r, to) /\ Matched(r)
+         [] Act(E) = "HandleGcRequest" ->
+               LET frm == F(1) bal == F(2) granted == F(3) IN
+               \E m \in Msgs("GcRequest", frm, r, bal) : HandleGcRequestAs(r, m, granted) /\ Matched(r)
+         [] Act(E) = "GrantGc" ->
+               \* from the queue, in order; or the grant the request just
+               \* handled was answered with (sent by that step)
+               LET to == F(1) bal == F(2) prev == Trace[l - 1] IN
+               /\ bal = ballot[r]
+               /\ \/ GrantGc(r) /\ Head(gc.queue[r]) = to /\ Matched(r)
+                  \/ /\ l > 1 /\ Act(prev) = "HandleGcRequest" /\ Rep(prev) = r
+                     /\ prev[10] = to /\ prev[12] = TRUE
+                     /\ Observe(r)
+         [] Act(E) = "HandleGcGrant" ->
+               LET frm == F(1) bal == F(2) IN
+               \E m \in Msgs("GcGrant", frm, r, bal) : HandleGcGrant(r, m) /\ Matched(r)
+         [] Act(E) = "Collect" ->
+               LET granted == F(1) IN
+               IF granted THEN GcCollectGranted(r) /\ Matched(r) ELSE GcCollectForced(r) /\ Matched(r)
+         [] Act(E) = "GcDone" -> GcDone(r) /\ Matched(r)
+         [] Act(E) = "HandleGcDone" ->
+               LET frm == F(1) bal == F(2) expired == F(3) IN
+               /\ bal = ballot[r]
+               /\ IF expired THEN GcExpire(r, frm) /\ Matched(r)
+                  ELSE \E m \in Msgs("GcDone", frm, r, bal) : HandleGcDone(r, m) /\ Matched(r)
+         [] Act(E) = "TransferLeadership" ->
+               LET to == F(1) bal == F(2) IN
+               bal = ballot[r] /\ TransferTo(r, to) /\ Matched(r)
+         [] Act(E) = "HandleTimeoutNow" ->
+               \* the StartElection event that follows is the election
+               LET frm == F(1) bal == F(2) IN
+               /\ GcCoordination /\ up[r] /\ ~Paused(r) /\ role[r] = "Follower" /\ bal = ballot[r]
+               /\ Msgs("TimeoutNow", frm, r, bal) # {}
+               /\ gc' = [gc EXCEPT !.handoff[r] = frm]
+               /\ UNCHANGED <<CoreVarsButMsgs, msgs>>
+               /\ Matched(r)
+         [] OTHER -> FALSE
+
+\* Unlike the models, a collecting replica's protocol steps are not
+\* refused here: the simulator reports GcDone only after the replica has
+\* handled the inputs that queued up during its pause, so its trace shows
+\* those steps between Collect and GcDone (docs/conformance.md).
+TraceStep(r) ==
+    IF Act(E) \in GcEvents THEN GcTraceStep(r)
+    ELSE /\ CoreTraceStep(r)
+         /\ IF Act(E) = "BecomeLeader" THEN TRUE ELSE GcAfterCore(r)
 
 \* Pruning the network.  A message no later event can read is dropped (a
 \* Drop step of the spec, several at once), so that the state, and TLC's
@@ -171,7 +263,7 @@ TraceStep(r) ==
 \* event reading the message with that x (TLC looks each level up by
 \* index, or in a set of a few ballots).
 X(m) == IF m.type \in {"Accept", "Accepted"} THEN m.slot
-        ELSE IF m.type \in {"Heartbeat", "HeartbeatReply"} THEN m.le ELSE 0
+        ELSE IF m.type \in {"Heartbeat", "HeartbeatReply", "Snapshot", "CatchUp"} THEN m.le ELSE 0
 FineRead(m) ==
     LET byBal == LastReadFine[m.type][m.from + 1]
     IN  IF m.bal \notin DOMAIN byBal THEN 0
@@ -185,19 +277,33 @@ BallotRead(m) == IF m.bal \in DOMAIN LastReadBallot THEN LastReadBallot[m.bal] E
 Readable(m) == FineRead(m) >= l \/ CoarseRead(m) >= l \/ BallotRead(m) >= l
 Unreadable == {m \in msgs : ~Readable(m)}
 
+\* Pruning the votes.  They keep only the slots from Base on: every
+\* replica has trimmed the slots below, durably, so none holds, executes
+\* or commits them again and no invariant reads them (a replica's log
+\* starts above its trimmed prefix, and its last executed slot is at least
+\* that prefix).  So the votes span the slots not yet trimmed everywhere,
+\* as the logs do, however long the trace.
+Base == Min({dur[r].trimmed : r \in Replicas})
+StaleHistory == votes.base < Base - 1
+
 \* Enabled only when there is something to prune, and then the only step.
 Prune ==
-    /\ Unreadable # {}
+    /\ Unreadable # {} \/ StaleHistory
     /\ msgs' = msgs \ Unreadable
+    /\ IF StaleHistory
+       THEN votes' = [votes EXCEPT !.base = Base - 1,
+                                   !.at = SubSeq(@, Base - votes.base, Len(@))]
+       ELSE UNCHANGED votes
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-                   kv, sessions, exec, owner, chosen, crashes, dur, pend, l, ptags>>
+                   kv, sessions, exec, owner, chosen, crashes, dur, pend, gc, l, ptags>>
 
 \* Crash is not logged: it happens just before the replica's Recover.
 SilentCrash ==
-    /\ E.a = "Recover"
-    /\ up[E.r]
-    /\ Crash(E.r)
-    /\ ptags' = [ptags EXCEPT ![E.r] = <<>>]
+    /\ Act(E) = "Recover"
+    /\ up[Rep(E)]
+    /\ Crash(Rep(E))
+    /\ gc' = GcForget(gc, Rep(E))
+    /\ ptags' = [ptags EXCEPT ![Rep(E)] = <<>>]
     /\ UNCHANGED l
 
 TraceInit ==
@@ -212,10 +318,12 @@ Accepted ==
     /\ TLCSet("exit", TRUE)
     /\ UNCHANGED <<vars, l, ptags>>
 
+Pruned == Unreadable = {} /\ ~StaleHistory
+
 TraceNext ==
     \/ Prune
-    \/ Unreadable = {} /\ l <= Len(Trace) /\ (TraceStep(E.r) \/ SilentCrash)
-    \/ Unreadable = {} /\ Accepted
+    \/ Pruned /\ l <= Len(Trace) /\ (TraceStep(Rep(E)) \/ SilentCrash)
+    \/ Pruned /\ Accepted
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, l, ptags>>
 =============================================================================

@@ -3,9 +3,14 @@
 the TLA+ module TraceData that spec/TraceMultiPaxos.tla validates.
 
 This TLC build has no Json module, so the trace becomes a TLA+ constant:
-a sequence of records, one per event, holding the fields the trace spec
-reads.  Values (batches of requests) become tuples of <<client, seq>>; a
-no-op becomes <<>> (TraceMultiPaxos overrides Noop accordingly).
+a sequence of tuples, one per event, holding the fields the trace spec
+reads (tuples, not records: SANY reads a long trace in half the time).
+Each tuple is <<action, replica, last_token, ballot, role, last_index,
+last_executed, global_last_executed, trimmed>> (the event and its state
+summary) followed by the action's fields in the order of FIELDS.  Values
+(batches of requests) are compared only for identity, so each distinct
+batch becomes a number, the no-op (empty batch) 0 (TraceMultiPaxos
+overrides Noop accordingly).
 
 Usage: ndjson2tla.py TRACE.ndjson OUTDIR   -> OUTDIR/TraceData.tla
 Prints the number of events; exits 2 on input it cannot read.
@@ -15,26 +20,15 @@ import sys
 
 ROLES = {"Follower", "Candidate", "Leader"}
 
-
-# Client ids (the real node derives them from the clock) and sequence
-# numbers may exceed TLC's 32-bit integers; values are compared only for
-# identity, so each is renumbered 1, 2, ... in order of first appearance.
-CLIENTS = {}
-SEQS = {}
-
-
-def small(table, x):
-    return table.setdefault(int(x), len(table) + 1)
+# Batches numbered 1, 2, ... in order of first appearance; the empty one
+# (a no-op) is 0.  Client ids of the real node exceed TLC's integers, but
+# only the identity of a batch matters.
+BATCHES = {(): 0}
 
 
 def val(v):
-    if v is None:
-        return "<<>>"
-    return "<<" + ", ".join(f"<<{small(CLIENTS, c)}, {small(SEQS, s)}>>" for c, s in v) + ">>"
-
-
-def seq(xs):
-    return "<<" + ", ".join(str(int(x)) for x in xs) + ">>"
+    key = tuple((int(c), int(q)) for c, q in (v or []))
+    return str(BATCHES.setdefault(key, len(BATCHES)))
 
 
 def setof(xs):
@@ -45,66 +39,78 @@ def b(x):
     return "TRUE" if x else "FALSE"
 
 
+def entries(xs):
+    return "<<" + ", ".join(
+        f"<<{int(x['slot'])}, {int(x['ballot'])}, {val(x['value'])}, {b(x['committed'])}>>"
+        for x in xs) + ">>"
+
+
+def catchup_range(slots):
+    """lo, hi of the consecutive slots a catch-up sent (0, 0 if none; lo = -1
+    if they are not consecutive, which no step of the spec matches)."""
+    if not slots:
+        return "0", "0"
+    lo, hi = int(slots[0]), int(slots[-1])
+    if [int(x) for x in slots] != list(range(lo, hi + 1)):
+        return "-1", str(hi)
+    return str(lo), str(hi)
+
+
+# The fields of each action after the common ones, in the order TraceStep
+# (spec/TraceMultiPaxos.tla) names them.
+FIELDS = {
+    "StartElection": lambda e: [str(int(e["ballot"]))],
+    "HandlePrepare": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
+    "HandlePromise": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
+    "BecomeLeader": lambda e: [str(int(e["ballot"])), setof(e["merged_from"]),
+                               "-1" if e["snapshot_from"] is None else str(int(e["snapshot_from"])),
+                               entries(e["entries"])],
+    "Propose": lambda e: [str(int(e["slot"])), val(e["value"])],
+    "HandleAccept": lambda e: [str(int(e["from"])), str(int(e["ballot"])), str(int(e["slot"])),
+                               b(e["ok"]), val(e["value"])],
+    "HandleAccepted": lambda e: [str(int(e["from"])), str(int(e["ballot"])), str(int(e["slot"])),
+                                 b(e["ok"]), b(e["committed"])],
+    "Execute": lambda e: [str(int(e["slot"])), val(e["value"])],
+    "SendHeartbeat": lambda e: [str(int(e["ballot"])), str(int(e["last_executed"])),
+                                str(int(e["global_last_executed"]))],
+    "HandleHeartbeat": lambda e: [str(int(e["from"])), str(int(e["ballot"])),
+                                  str(int(e["leader_last_executed"])),
+                                  str(int(e["global_last_executed"])), b(e["ok"]),
+                                  setof(e["committed"])],
+    "HandleHeartbeatReply": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"]),
+                                       str(int(e["last_executed"]))],
+    "Trim": lambda e: [str(int(e["up_to"]))],
+    "SendCatchUp": lambda e: [str(int(e["to"])), b(e["snapshot"]), *catchup_range(e["slots"])],
+    "HandleCatchUp": lambda e: [str(int(e["from"])), str(int(e["ballot"])), setof(e["slots"])],
+    "InstallSnapshot": lambda e: [str(int(e["from"])), str(int(e["last_executed"]))],
+    "StepDown": lambda e: [str(int(e["ballot"]))],
+    "Persisted": lambda e: [str(int(e["token"]))],
+    "Recover": lambda e: [],
+    # GC coordination (docs/protocol.md); GcDue's headroom is not read.
+    "GcDue": lambda e: [],
+    "RequestGc": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
+    "HandleGcRequest": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["granted"])],
+    "GrantGc": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
+    "HandleGcGrant": lambda e: [str(int(e["from"])), str(int(e["ballot"]))],
+    "Collect": lambda e: [b(e["granted"])],
+    "GcDone": lambda e: [],
+    "HandleGcDone": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["expired"])],
+    "TransferLeadership": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
+    "HandleTimeoutNow": lambda e: [str(int(e["from"])), str(int(e["ballot"]))],
+}
+
+
 def record(e):
     a = e["action"]
     st = e["state"]
     if st["role"] not in ROLES:
         raise ValueError(f"unknown role {st['role']!r}")
-    f = {
-        "a": f'"{a}"',
-        "r": int(e["replica"]),
-        "tok": int(e["last_token"]),
-        "sb": int(st["ballot"]),
-        "srole": f'"{st["role"]}"',
-        "sli": int(st["last_index"]),
-        "sle": int(st["last_executed"]),
-        "sgle": int(st["global_last_executed"]),
-        "strim": int(st["trimmed"]),
-    }
-    if a == "StartElection":
-        f["bal"] = int(e["ballot"])
-    elif a in ("HandlePrepare", "HandlePromise"):
-        f.update(frm=int(e["from"]), bal=int(e["ballot"]), ok=b(e["ok"]))
-    elif a == "BecomeLeader":
-        ents = [
-            f'[slot |-> {int(x["slot"])}, bal |-> {int(x["ballot"])}, val |-> {val(x["value"])}, com |-> {b(x["committed"])}]'
-            for x in e["entries"]
-        ]
-        f.update(bal=int(e["ballot"]), merged=setof(e["merged_from"]),
-                 snapfrom=-1 if e["snapshot_from"] is None else int(e["snapshot_from"]),
-                 entries="<<" + ", ".join(ents) + ">>")
-    elif a == "Propose":
-        f.update(slot=int(e["slot"]), val=val(e["value"]))
-    elif a == "HandleAccept":
-        f.update(frm=int(e["from"]), bal=int(e["ballot"]), slot=int(e["slot"]), ok=b(e["ok"]), val=val(e["value"]))
-    elif a == "HandleAccepted":
-        f.update(frm=int(e["from"]), bal=int(e["ballot"]), slot=int(e["slot"]), ok=b(e["ok"]), com=b(e["committed"]))
-    elif a == "Execute":
-        f.update(slot=int(e["slot"]), val=val(e["value"]))
-    elif a == "SendHeartbeat":
-        f.update(bal=int(e["ballot"]), le=int(e["last_executed"]), gle=int(e["global_last_executed"]))
-    elif a == "HandleHeartbeat":
-        f.update(frm=int(e["from"]), bal=int(e["ballot"]), lle=int(e["leader_last_executed"]),
-                 gle=int(e["global_last_executed"]), ok=b(e["ok"]), slots=setof(e["committed"]))
-    elif a == "HandleHeartbeatReply":
-        f.update(frm=int(e["from"]), bal=int(e["ballot"]), ok=b(e["ok"]), le=int(e["last_executed"]))
-    elif a == "Trim":
-        f.update(upto=int(e["up_to"]))
-    elif a == "SendCatchUp":
-        f.update(to=int(e["to"]), slots=seq(e["slots"]), snapshot=b(e["snapshot"]))
-    elif a == "HandleCatchUp":
-        f.update(frm=int(e["from"]), bal=int(e["ballot"]), slots=setof(e["slots"]))
-    elif a == "InstallSnapshot":
-        f.update(frm=int(e["from"]), le=int(e["last_executed"]))
-    elif a == "StepDown":
-        f.update(bal=int(e["ballot"]))
-    elif a == "Persisted":
-        f.update(token=int(e["token"]))
-    elif a == "Recover":
-        pass
-    else:
+    if a not in FIELDS:
         raise ValueError(f"unknown action {a!r}")
-    return "[" + ", ".join(f"{k} |-> {v}" for k, v in f.items()) + "]"
+    f = [f'"{a}"', str(int(e["replica"])), str(int(e["last_token"])), str(int(st["ballot"])),
+         f'"{st["role"]}"', str(int(st["last_index"])), str(int(st["last_executed"])),
+         str(int(st["global_last_executed"])), str(int(st["trimmed"]))]
+    return "<<" + ", ".join(f + FIELDS[a](e)) + ">>"
 
 
 # ----- message pruning -------------------------------------------------
@@ -115,18 +121,48 @@ def record(e):
 # events read which messages is known here, from the whole trace: each
 # reading event names the message by a key, and a message dies after the
 # last event that reads its key.  Keys (TraceMultiPaxos.tla, Readable):
-# (type, from, ballot, x) with x the slot of Accept/Accepted or the last
-# executed of Heartbeat/HeartbeatReply, 0 otherwise.  Reads that do not
+# (type, from, ballot, x) with x the slot of Accept/Accepted, the last
+# executed of Heartbeat/HeartbeatReply/Snapshot, the last slot of CatchUp,
+# 0 otherwise.  Reads that do not
 # pin a message that finely use a coarse key (type, from, ballot), any x,
-# or, for a StepDown (any message of the new ballot), the ballot alone.
+# or the ballot alone.  A StepDown needs some message of its new ballot:
+# the last heartbeat of that ballot from another replica if there was one
+# (a fine key), else any message of the ballot.  (Keeping every message of
+# a ballot alive until a late StepDown, a leader's own at the end of a run
+# for instance, made the network, and each step, grow with the trace.)
 
 TYPES = ["Prepare", "Promise", "Nack", "Accept", "Accepted", "Heartbeat",
-         "HeartbeatReply", "CatchUp", "Snapshot"]
+         "HeartbeatReply", "CatchUp", "Snapshot", "GcRequest", "GcGrant", "GcDone",
+         "TimeoutNow"]
 
 
-def message_reads(e, n):
-    """(fine keys, coarse keys, ballots) that event e may read."""
+class Sent:
+    """What the events before the current one sent, as far as the reads of
+    later events need it (see message_reads)."""
+
+    def __init__(self):
+        self.state = {}        # replica -> its state after its last event
+        self.heartbeats = {}   # ballot -> sender -> last executed of its last heartbeat
+        self.replies = {}      # (leader, follower, ballot) -> last executed of the last reply handled
+        self.catchups = {}     # (leader, follower, ballot) -> [(first slot, last slot)] sent
+
+    def after(self, e):
+        a, st = e["action"], e["state"]
+        if a == "SendHeartbeat":
+            self.heartbeats.setdefault(e["ballot"], {})[e["replica"]] = e["last_executed"]
+        elif a == "HandleHeartbeatReply" and e["ok"]:
+            self.replies[(e["replica"], e["from"], e["ballot"])] = e["last_executed"]
+        elif a == "SendCatchUp" and not e["snapshot"] and e["slots"]:
+            self.catchups.setdefault((e["replica"], e["to"], st["ballot"]), []).append(
+                (e["slots"][0], e["slots"][-1]))
+        self.state[e["replica"]] = st
+
+
+def message_reads(e, n, sent):
+    """(fine keys, coarse keys, ballots) that event e may read, given what
+    the events before it sent."""
     a, st = e["action"], e["state"]
+    before = sent.state.get(e["replica"], {"ballot": 0, "last_executed": 0})
     fine, coarse, bals = [], [], []
     if a == "HandlePrepare":
         fine.append(("Prepare", e["from"], e["ballot"], 0))
@@ -152,15 +188,45 @@ def message_reads(e, n):
             fine.append(("Nack", e["from"], e["ballot"], 0))
     elif a == "SendCatchUp":
         if e["snapshot"] or not e["slots"]:
-            coarse.append(("HeartbeatReply", e["to"], st["ballot"]))
+            # prompted by a reply of the follower: the last one handled
+            le = sent.replies.get((e["replica"], e["to"], st["ballot"]))
+            if le is None:
+                coarse.append(("HeartbeatReply", e["to"], st["ballot"]))
+            else:
+                fine.append(("HeartbeatReply", e["to"], st["ballot"], le))
         else:
             fine.append(("HeartbeatReply", e["to"], st["ballot"], e["slots"][0] - 1))
     elif a == "HandleCatchUp":
-        fine.append(("CatchUp", e["from"], e["ballot"], 0))
+        # CatchUp messages are keyed by their last slot.  One that committed
+        # slots S covers S; one that committed nothing (a duplicate, or slots
+        # a heartbeat committed meanwhile) is the last sent whose slots were
+        # all executed already, or the last sent.
+        sends = sent.catchups.get((e["from"], e["replica"], e["ballot"]), [])
+        if e["slots"]:
+            lo, hi = min(e["slots"]), max(e["slots"])
+            his = {b for a_, b in sends if a_ <= lo and hi <= b}
+        else:
+            done = [b for _, b in sends if b <= before["last_executed"]]
+            his = set(done[-1:]) | {b for _, b in sends[-1:]}
+        if his:
+            fine += [("CatchUp", e["from"], e["ballot"], b) for b in his]
+        else:
+            coarse.append(("CatchUp", e["from"], e["ballot"]))
     elif a == "InstallSnapshot":
-        coarse.append(("Snapshot", e["from"], st["ballot"]))
-    elif a == "StepDown":
-        bals.append(st["ballot"])
+        fine.append(("Snapshot", e["from"], st["ballot"], e["last_executed"]))
+    elif a in ("HandleGcRequest", "HandleGcGrant", "HandleTimeoutNow"):
+        t = {"HandleGcRequest": "GcRequest", "HandleGcGrant": "GcGrant",
+             "HandleTimeoutNow": "TimeoutNow"}[a]
+        fine.append((t, e["from"], e["ballot"], 0))
+    elif a == "HandleGcDone" and not e["expired"]:
+        fine.append(("GcDone", e["from"], e["ballot"], 0))
+    elif a == "StepDown" and st["ballot"] > before["ballot"]:   # else its own ballot: reads nothing
+        hb = [(f, le) for f, le in sent.heartbeats.get(st["ballot"], {}).items() if f != e["replica"]]
+        if hb:
+            f, le = max(hb)
+            fine.append(("Heartbeat", f, st["ballot"], le))
+        else:
+            bals.append(st["ballot"])
     return fine, coarse, bals
 
 
@@ -183,8 +249,10 @@ def per_type_sender(n, cell):
 def read_tables(events, n):
     """TLA+ text of LastReadFine, LastReadCoarse, LastReadBallot."""
     fine, coarse, bals = {}, {}, {}
+    sent = Sent()
     for i, e in enumerate(events, 1):
-        f, c, b = message_reads(e, n)
+        f, c, b = message_reads(e, n, sent)
+        sent.after(e)
         for k in f:
             fine[k] = i
         for k in c:
