@@ -200,10 +200,22 @@ impl Replica {
         let Some(due) = self.gc.due else {
             return self.ignore(Ignored::TimerNotDue);
         };
-        if let Some(grant) = due.granted.filter(|_| self.now >= due.not_before) {
+        // A grant counts only at the ballot it was given at: after a
+        // promise to a newer leader, that leader does not count this
+        // replica and may grant someone else (spec: GrantCurrent,
+        // mutants/gc_stale_grant.tla). With a stale grant the replica waits
+        // for its deadline as with none (the old leader's count expires);
+        // it holds the grant, so it does not ask again (nor does the
+        // spec's replica, whose grant is pending).
+        let stale = due.granted.is_some_and(|(_, b)| b != self.ballot);
+        if let Some(grant) = due.granted.filter(|_| self.now >= due.not_before && !stale) {
             return self.collect(Some(grant), out);
         }
         if self.now < due.since + self.cfg.gc_wait_max {
+            if stale {
+                // The grace's timer replaced the deadline's: set it again.
+                out.push(Output::SetTimer { timer: Timer::Gc, at: due.since + self.cfg.gc_wait_max });
+            }
             // A transfer in progress checks back at each heartbeat too.
             if self.role.as_leader().is_some_and(|l| l.gc.transfer.is_some()) {
                 self.advance_transfer(out);
