@@ -125,11 +125,16 @@ impl ProtocolLoop {
                     turn = std::time::Instant::now();
                     self.start_turn(TurnKind::Gc);
                 }
-                _ = asked => {
+                signaled = asked => {
                     turn = std::time::Instant::now();
                     self.start_turn(TurnKind::Gc);
-                    if let Some(gc) = self.gc.as_mut() {
-                        gc.request_full();
+                    match (signaled, self.gc.as_mut()) {
+                        (Some(()), Some(gc)) => {
+                            gc.request_full();
+                        }
+                        // The signal stream ended: stop listening rather
+                        // than wake up for it on every turn.
+                        _ => gc_asked = None,
                     }
                 }
                 _ = &mut shutdown => {
