@@ -17,8 +17,15 @@ fn seeds() -> u64 {
 #[test]
 fn the_same_seed_gives_the_same_run() {
     let opts = Options::default();
+    // Tasks spawned between two runs move tokio's process-wide task ids
+    // (which once made seed 11 differ, lib.rs `task_ids`); the harness
+    // aligns them, so the runs stay the same.
+    let stray = tokio::runtime::Builder::new_current_thread().build().unwrap();
     for seed in [3, 11] {
         let a = run(seed, &opts).unwrap();
+        for _ in 0..seed % 4 {
+            stray.block_on(async { tokio::spawn(async {}).await.unwrap() });
+        }
         let b = run(seed, &opts).unwrap();
         assert_eq!(a.hash, b.hash, "seed {seed}: {:?} vs {:?}", a.faults, b.faults);
         assert_eq!(a.violations, b.violations);
@@ -52,7 +59,7 @@ fn a_swarm_with_every_fault_kind_passes() {
 #[cfg(feature = "node-bug-ack-before-sync")]
 #[test]
 fn teeth_ack_before_sync_is_caught() {
-    // Measured: seeds 0..100 catch it 10 times, the first at seed 10.
+    // Measured: seeds 0..100 catch it 6 times, the first at seed 18.
     let opts = Options::default();
     let caught = (0..30).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
     assert!(caught.is_some(), "ack-before-sync survived 30 seeds");
