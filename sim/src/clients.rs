@@ -12,9 +12,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use stutter_core::{ClientId, Op, ReplicaId, Reply, Request, Seq, Time};
+use stutter_zipf::Zipf;
 
 use crate::history::{HistOp, Outcome, F};
-use crate::rng::{Rng, Zipf};
+use crate::rng::Rng;
 use crate::scenario::{Scenario, Workload, MS};
 
 /// Keys up to this many have their name built once.
@@ -168,7 +169,7 @@ impl Clients {
             return;
         }
         let Some(intended) = self.clients[c].due.pop_front() else { return };
-        let key = self.zipf.sample(rng);
+        let key = self.zipf.rank(rng.f64());
         let x = rng.f64();
         let (f, value, from) = if x < self.w.read_fraction {
             (F::Read, 0, 0)

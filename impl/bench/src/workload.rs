@@ -3,6 +3,7 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use stutter_zipf::Zipf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mix {
@@ -27,51 +28,29 @@ pub enum Distribution {
     Uniform,
 }
 
-/// YCSB's scrambled zipfian generator (Gray et al., "Quickly generating
-/// billion-record synthetic databases"), constant 0.99: popular keys are
-/// spread over the key space by hashing, as YCSB does.
+/// YCSB's scrambled zipfian key choice: a zipfian rank (θ = 0.99, the
+/// generator the simulator's clients use, `stutter_zipf`) spread over the
+/// key space by FNV hashing, as YCSB's `ScrambledZipfianGenerator` does,
+/// so that the popular keys are not neighbours.
 #[derive(Clone, Debug)]
-pub struct Zipfian {
-    items: u64,
-    theta: f64,
-    alpha: f64,
-    zetan: f64,
-    eta: f64,
+pub struct ScrambledZipfian {
+    zipf: Zipf,
 }
 
-impl Zipfian {
-    pub fn new(items: u64) -> Zipfian {
-        let theta = 0.99;
-        let zeta = |n: u64| (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
-        let zetan = zeta(items);
-        let zeta2 = zeta(2);
-        let alpha = 1.0 / (1.0 - theta);
-        let eta = (1.0 - (2.0 / items as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
-        Zipfian { items, theta, alpha, zetan, eta }
+impl ScrambledZipfian {
+    pub fn new(items: u64) -> ScrambledZipfian {
+        ScrambledZipfian { zipf: Zipf::new(items, 0.99) }
     }
 
-    fn next_rank(&self, rng: &mut SmallRng) -> u64 {
-        let u: f64 = rng.gen();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
-            return 1;
-        }
-        let r = (self.items as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
-        r.min(self.items - 1)
-    }
-
-    /// A key index in `0..items`, popular ranks scattered by FNV hashing.
+    /// A key index in `0..items`.
     pub fn next(&self, rng: &mut SmallRng) -> u64 {
-        let rank = self.next_rank(rng);
+        let rank = self.zipf.rank(rng.gen());
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in rank.to_le_bytes() {
             h ^= b as u64;
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
         }
-        h % self.items
+        h % self.zipf.len()
     }
 }
 
@@ -86,8 +65,8 @@ pub enum Op {
 pub struct Generator {
     rng: SmallRng,
     mix: Mix,
-    dist: Distribution,
-    zipf: Zipfian,
+    /// Built only for the zipfian distribution (a table of 8 bytes a key).
+    zipf: Option<ScrambledZipfian>,
     pub keys: u64,
     key_size: usize,
     value_size: usize,
@@ -100,8 +79,7 @@ impl Generator {
         Generator {
             rng: SmallRng::seed_from_u64(seed),
             mix,
-            dist,
-            zipf: Zipfian::new(keys.max(2)),
+            zipf: (dist == Distribution::Zipfian).then(|| ScrambledZipfian::new(keys.max(2))),
             keys: keys.max(2),
             key_size: key_size.max(8),
             value_size,
@@ -130,9 +108,9 @@ impl Generator {
     }
 
     pub fn next_op(&mut self) -> Op {
-        let idx = match self.dist {
-            Distribution::Zipfian => self.zipf.next(&mut self.rng),
-            Distribution::Uniform => self.rng.gen_range(0..self.keys),
+        let idx = match &self.zipf {
+            Some(z) => z.next(&mut self.rng),
+            None => self.rng.gen_range(0..self.keys),
         };
         let key = self.key(idx);
         if self.rng.gen_bool(self.mix.read_fraction()) {
@@ -168,7 +146,7 @@ mod tests {
 
     #[test]
     fn zipfian_is_skewed_and_in_range() {
-        let z = Zipfian::new(10_000);
+        let z = ScrambledZipfian::new(10_000);
         let mut rng = SmallRng::seed_from_u64(7);
         let mut counts = std::collections::BTreeMap::new();
         for _ in 0..100_000 {
