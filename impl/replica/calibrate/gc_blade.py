@@ -34,19 +34,6 @@ def label(model, blade):
     return "no collector" if model == "none" else f"{model}-like{' + Blade' if blade else ''}"
 
 
-def config_text(model, blade, limit_mib, dataset_mib):
-    if model == "none":
-        return realrun.CONFIG
-    return realrun.CONFIG + f"""
-[gc]
-model = "{model}"
-memory_limit_mib = {limit_mib}
-dataset_mib = {dataset_mib}
-cores = 1.0
-coordinated = {"true" if blade else "false"}
-"""
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "gc-blade"))
@@ -69,7 +56,7 @@ def main():
     for rep in range(a.repeat):
         for model, blade in CONFIGS:
             tag = f"{model}-{'blade' if blade else 'plain'}-{rep}"
-            rec = realrun.measure(a.out, tag, a.rate, a, [], config_text(model, blade, limit, a.dataset_mib))
+            rec = realrun.measure(a.out, tag, a.rate, a, [], realrun.config_with_gc(model, limit, a.dataset_mib, coordinated=blade))
             b = rec.get("bench") or {}
             if rec["bench_rc"] != 0 or not b:
                 sys.exit(f"{tag}: bench failed ({rec['bench_rc']}): {rec['bench_stdout']}")

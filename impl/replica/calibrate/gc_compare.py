@@ -32,16 +32,6 @@ ROOT = realrun.ROOT
 GO_OVERHEAD = 1.18  # sim/src/calibration.rs (GO_OVERHEAD)
 
 
-def gc_config(model, limit_mib, dataset_mib):
-    return realrun.CONFIG + f"""
-[gc]
-model = "{model}"
-memory_limit_mib = {limit_mib}
-dataset_mib = {dataset_mib}
-cores = 1.0
-"""
-
-
 # The real cluster is measured after a 2-s preload and bench's warm-up;
 # the simulated run gets as many seconds of load before its measurement.
 PRELOAD_S = 2.0
@@ -92,7 +82,7 @@ def main():
             for rate in [float(r) for r in a.rates.split(",")]:
                 tag = f"{a.model}-{ratio}-{int(rate)}-{rep}"
                 modelled = int(round(a.dataset_mib * GO_OVERHEAD))
-                rec = realrun.measure(a.out, tag, rate, a, [], gc_config(a.model, limit, modelled))
+                rec = realrun.measure(a.out, tag, rate, a, [], realrun.config_with_gc(a.model, limit, modelled))
                 gcs = [s.get("gc") for s in rec["status"]]
                 leader = next((s["id"] for s in rec["status"] if s.get("role") == "leader"), None)
                 b = rec["bench"] or {}

@@ -58,6 +58,24 @@ sync_interval_us = 1000
 cluster_secret = "calibration cluster only, not a secret"
 """
 
+
+
+def config_with_gc(model, limit_mib, dataset_mib, coordinated=False):
+    """CONFIG with a `[gc]` section running collector `model` (none: CONFIG
+    itself) on one core's worth of marking, its memory limit and modelled
+    data in MiB, with or without Blade-style coordination."""
+    if model == "none":
+        return CONFIG
+    return CONFIG + f"""
+[gc]
+model = "{model}"
+memory_limit_mib = {limit_mib}
+dataset_mib = {dataset_mib}
+cores = 1.0
+coordinated = {"true" if coordinated else "false"}
+"""
+
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
