@@ -201,6 +201,12 @@ fn leader_crash_fails_over_and_loses_nothing() {
     println!("failover: new leader {new} serving {:.0} ms after kill -9 of leader {old}", failover.as_secs_f64() * 1000.0);
     assert!(failover < Duration::from_secs(5), "failover took {failover:?}");
     rt.block_on(assert_present(&mut c2, &keys));
+    // Each replica logs its role changes: the new leader its election.
+    let log = cl.log(new);
+    assert!(
+        log.lines().any(|l| l.contains("role") && l.contains("role=Leader") && l.contains("was=Candidate")),
+        "replica {new} logs becoming leader:\n{log}"
+    );
 }
 
 #[test]

@@ -57,7 +57,10 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&args.log_level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colours only on a terminal: logs redirected to a file (campaigns,
+    // systemd, the process tests) stay plain text that grep can read.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
     let config = ClusterConfig::load(&args.config)?;
     // Both measure and stop "the node's thread": with a multi-threaded
     // runtime the loop moves between threads and the others run on.

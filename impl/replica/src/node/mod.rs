@@ -152,6 +152,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         meter,
         gc,
         collect: false,
+        role: None,
     };
     lp.run(events_rx, durable, shutdown).await
 }

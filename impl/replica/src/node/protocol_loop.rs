@@ -7,7 +7,7 @@
 use std::io::Write;
 
 use anyhow::Result;
-use stutter_core::{Input, Output, Replica, Reply};
+use stutter_core::{Ballot, Input, Output, Replica, ReplicaId, Reply, Role};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::calibrate::{TurnKind, TurnMeter};
@@ -41,6 +41,8 @@ pub struct ProtocolLoop {
     pub gc: Option<GcDriver>,
     /// The protocol said collect (`Output::Collect`) during this turn.
     pub collect: bool,
+    /// The role, ballot and leader last logged (`log_role_change`).
+    pub role: Option<(Role, Ballot, Option<ReplicaId>)>,
 }
 
 impl ProtocolLoop {
@@ -189,6 +191,25 @@ impl ProtocolLoop {
             m.input(&input);
         }
         self.replica.handle(self.clock.now(), input, out);
+        self.log_role_change();
+    }
+
+    /// Logs each change of role, ballot or believed leader at info level:
+    /// an operator (and a campaign's leaders.log) can tell who unseated
+    /// whom without a trace, which costs too much to leave on.
+    fn log_role_change(&mut self) {
+        let now = (self.replica.role(), self.replica.ballot(), self.replica.leader());
+        if self.role == Some(now) {
+            return;
+        }
+        let (role, ballot, leader) = now;
+        match self.role {
+            Some((was, was_ballot, _)) => {
+                tracing::info!(role = ?role, was = ?was, ballot = ballot.0, was_ballot = was_ballot.0, leader = ?leader, "role")
+            }
+            None => tracing::info!(role = ?role, ballot = ballot.0, leader = ?leader, "role"),
+        }
+        self.role = Some(now);
     }
 
     fn event(&mut self, ev: Event, out: &mut Vec<Output>) {
