@@ -161,6 +161,14 @@ impl Replica {
 
     fn collect(&mut self, grant: Option<(ReplicaId, Ballot)>, out: &mut Vec<Output>) {
         self.gc.due = None;
+        // A leader that waited in its own queue and collects forced is no
+        // longer waiting: left there, it would queue every later request
+        // behind itself and hand off, when its turn came, for a collection
+        // already made (testdata/gc_forced_leader.txt).
+        let me = self.id;
+        if let Some(l) = self.role.as_leader_mut() {
+            l.gc.queue.retain(|p| *p != me);
+        }
         self.gc.collecting = Some(grant);
         let granted = grant.is_some();
         self.emit(Action::Collect { granted }, out);
@@ -307,6 +315,11 @@ impl Replica {
             }
             let Some(next) = l.gc.queue.pop_front() else { return };
             if next == me {
+                if self.gc.due.is_none() {
+                    // Not due any more (`collect` leaves the queue; this
+                    // keeps a stale turn from moving leadership).
+                    continue;
+                }
                 return self.start_transfer(out);
             }
             l.gc.collecting.insert(next, Held::Granted(now));
