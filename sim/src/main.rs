@@ -205,6 +205,10 @@ struct SetupArgs {
     /// GC coordination in the manner of Blade (docs/protocol.md).
     #[arg(long)]
     blade: bool,
+    /// With --blade: the old leader's grace after a hand-off, ms, in which
+    /// its clients are redirected before it collects.
+    #[arg(long, default_value_t = stutter_sim::study::Setup::GRACE_MS)]
+    grace_ms: f64,
     /// Share of a core each replica gets while it has work (1: cores of
     /// its own; docs/calibration.md).
     #[arg(long, default_value_t = 1.0)]
@@ -242,6 +246,9 @@ impl SetupArgs {
         if self.clients == 0 {
             bail!("--clients must be at least 1");
         }
+        if !(self.grace_ms >= 0.0 && self.grace_ms <= 10_000.0) {
+            bail!("--grace-ms {} must be in [0, 10000]", self.grace_ms);
+        }
         if !(self.speed > 0.0 && self.speed <= 100.0) {
             bail!("--speed {} must be in (0, 100]", self.speed);
         }
@@ -257,6 +264,7 @@ impl SetupArgs {
             warmup: self.warmup,
             read_fraction,
             coordinated: self.blade,
+            grace_ms: self.grace_ms,
             speed: self.speed,
             net_min_us: self.net_min_us,
             net_extra_us: self.net_extra_us,

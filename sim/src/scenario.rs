@@ -197,10 +197,19 @@ pub struct Scenario {
     /// `sim run --pre-vote` and the `bridge` test turn it on.
     #[serde(default)]
     pub pre_vote: bool,
+    /// Config::gc_handoff_grace. 40 ms by default, what every seed ran
+    /// with before it was a setting of its own (it was the transfer wait),
+    /// so that trace hashes stay; `sim study` sets its own
+    /// (docs/gc-study.md, "Hand-off grace").
+    #[serde(default = "default_handoff_grace")]
+    pub gc_handoff_grace: Time,
 }
 
 fn one() -> u32 {
     1
+}
+fn default_handoff_grace() -> Time {
+    40 * MS
 }
 fn default_window() -> usize {
     8
@@ -240,6 +249,7 @@ impl Scenario {
             trim_bytes: 0,
             disk_quantiles: Vec::new(),
             pre_vote: false,
+            gc_handoff_grace: default_handoff_grace(),
         }
     }
 

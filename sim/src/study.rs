@@ -31,6 +31,9 @@ pub struct Setup {
     /// GC coordination (Blade) on.
     #[serde(default)]
     pub coordinated: bool,
+    /// With coordination, the old leader's grace after a hand-off
+    /// (Config::gc_handoff_grace), ms.
+    pub grace_ms: f64,
     /// The share of a core each replica gets while it has work (the
     /// calibrated costs' `speed`): 1 for cores of its own; less to stand
     /// for replicas sharing cores with each other and a load generator,
@@ -58,6 +61,12 @@ impl Setup {
     /// `(net_min_us, net_extra_us, disk_min_us, disk_max_us)` of
     /// `Scenario::base`.
     pub const NET_DISK_DEFAULT: (Time, f64, Time, Time) = (100, 150.0, 100, 1_000);
+
+    /// The hand-off grace of `sim study --blade`, ms: below the study's
+    /// election timeout (150 ms), long enough that almost every client of
+    /// the old leader sends a request during it and is redirected
+    /// (docs/gc-study.md, "Hand-off grace").
+    pub const GRACE_MS: f64 = 120.0;
 
     pub fn scenario(&self, rate: f64) -> Option<Scenario> {
         let mut s = Scenario::base(&format!("study/{}@{}x{}c", self.model, self.ratio, self.cores));
@@ -100,6 +109,7 @@ impl Setup {
         s.memory.coordinated = self.coordinated;
         if self.coordinated {
             s.name += "+blade";
+            s.gc_handoff_grace = (self.grace_ms * MS as f64) as Time;
         }
         Some(s)
     }

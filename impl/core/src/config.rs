@@ -48,6 +48,13 @@ pub struct Config {
     /// A leader handing off waits at most this long for its in-flight
     /// slots to commit and its chosen follower to catch up.
     pub gc_transfer_wait: Time,
+    /// After a hand-off the old leader asks the new one for its grant only
+    /// this long later: a grace in which the clients that still address it
+    /// are redirected rather than left waiting through its pause. Measured
+    /// in the simulator (docs/gc-study.md, "Hand-off grace"): with a grace
+    /// shorter than most clients' gap between requests, the ones that sent
+    /// nothing during it hit the pause, and the tail is the pause.
+    pub gc_handoff_grace: Time,
     /// Pre-vote and leader stickiness (`docs/protocol.md`, "Pre-vote"): a
     /// replica whose election timer fires first asks whether a majority
     /// would promise the ballot it would use, without raising its own; a
@@ -85,6 +92,7 @@ impl Default for Config {
             gc_grant_timeout: 1_000_000,
             gc_wait_max: 500_000,
             gc_transfer_wait: 100_000,
+            gc_handoff_grace: 250_000,
             pre_vote: true,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]

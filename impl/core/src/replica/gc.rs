@@ -414,7 +414,7 @@ impl Replica {
         if let Some(f) = self.role.as_follower_mut() {
             f.leader = Some(to);
         }
-        let not_before = self.now + self.cfg.gc_transfer_wait;
+        let not_before = self.now + self.cfg.gc_handoff_grace;
         if let Some(due) = self.gc.due.as_mut() {
             // The grant must come from the next leader, asked once clients
             // have had time to be redirected there.

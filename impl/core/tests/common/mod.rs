@@ -33,6 +33,7 @@ pub fn test_config(n: usize) -> Config {
         gc_grant_timeout: 200,
         gc_wait_max: 100,
         gc_transfer_wait: 20,
+        gc_handoff_grace: 20,
         // The transcripts written before pre-vote keep their elections;
         // prevote.txt and the property tests turn it on.
         pre_vote: false,

@@ -353,6 +353,7 @@ impl Interp {
                 "gc_grant_timeout" => cfg.gc_grant_timeout = duration(v)?,
                 "gc_wait_max" => cfg.gc_wait_max = duration(v)?,
                 "gc_transfer_wait" => cfg.gc_transfer_wait = duration(v)?,
+                "gc_handoff_grace" => cfg.gc_handoff_grace = duration(v)?,
                 "pre_vote" => cfg.pre_vote = v == "true",
                 other => return Err(format!("unknown config '{other}'")),
             }
