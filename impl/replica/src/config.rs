@@ -35,6 +35,8 @@
 //! dataset_mib = 0         # data it holds besides the node's real state
 //! coordinated = false     # GC coordination (Blade): long collections wait
 //!                         # for the protocol's grant, a leader hands off first
+//! handoff_grace_ms = 250  # after a hand-off, how long the old leader
+//!                         # redirects its clients before it collects
 //! ```
 
 use std::net::SocketAddr;
@@ -174,6 +176,11 @@ pub struct Gc {
     /// leader hands leadership off first. Off by default; every replica of
     /// a cluster should agree.
     pub coordinated: Option<bool>,
+    /// With coordination: how long an old leader redirects its clients
+    /// after a hand-off before it asks for its grant (Config::
+    /// gc_handoff_grace). Longer than most clients' gap between requests,
+    /// or the clients that sent nothing meanwhile wait out its pause.
+    pub handoff_grace_ms: Option<u64>,
 }
 
 impl Gc {
@@ -324,6 +331,7 @@ impl ClusterConfig {
             trim_bytes: p.trim_mb.map_or(d.trim_bytes, |mb| mb << 20),
             trim_grace: ms(p.trim_grace_ms, d.trim_grace),
             gc_coordination: self.gc.coordinated.unwrap_or(false),
+            gc_handoff_grace: ms(self.gc.handoff_grace_ms, d.gc_handoff_grace),
             pre_vote: p.pre_vote.unwrap_or(d.pre_vote),
             ..d
         }
