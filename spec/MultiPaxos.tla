@@ -125,6 +125,10 @@ EntriesOf(r, a, b) == IF b <= a THEN NoLog ELSE [x \in (a + 1)..b |-> At(log[r],
 
 \* The executed state of r, as a snapshot carries it.
 CurrentSnap(r) == [le |-> lastExecuted[r], kv |-> kv[r], sessions |-> sessions[r], exec |-> exec[r]]
+\* The session table a replica takes from a snapshot it installs (from a
+\* promise, a catch-up or its own disk on restart): the snapshot's, which
+\* at-most-once needs (mutants/install_forgets_sessions.tla).
+InstalledSessions(r, sn) == sn.sessions
 
 \* Executing value v: each request of it at most once per (client, seq).
 \* Requests, Applied and ExecHistory are overridden by trace validation,
@@ -435,7 +439,7 @@ BecomeLeaderWith(r, Q) ==
              /\ trimmed' = [trimmed EXCEPT ![r] = t]
              /\ snap' = [snap EXCEPT ![r] = IF inst THEN sn ELSE @]
              /\ kv' = [kv EXCEPT ![r] = sn.kv]
-             /\ sessions' = [sessions EXCEPT ![r] = sn.sessions]
+             /\ sessions' = [sessions EXCEPT ![r] = InstalledSessions(r, sn)]
              /\ exec' = [exec EXCEPT ![r] = sn.exec]
              /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
              /\ GcElected(r, Q)
@@ -633,7 +637,7 @@ InstallSnapshot(r, m) ==
     /\ trimmed' = [trimmed EXCEPT ![r] = m.snap.le]
     /\ snap' = [snap EXCEPT ![r] = m.snap]
     /\ kv' = [kv EXCEPT ![r] = m.snap.kv]
-    /\ sessions' = [sessions EXCEPT ![r] = m.snap.sessions]
+    /\ sessions' = [sessions EXCEPT ![r] = InstalledSessions(r, m.snap)]
     /\ exec' = [exec EXCEPT ![r] = m.snap.exec]
     /\ UNCHANGED <<up, gle, peerLE, owner, chosen, crashes>>
     /\ Out(r, {}, {})
@@ -692,7 +696,7 @@ Restart(r) ==
        /\ snap' = [snap EXCEPT ![r] = D.snap]
        /\ lastExecuted' = [lastExecuted EXCEPT ![r] = D.snap.le]
        /\ kv' = [kv EXCEPT ![r] = D.snap.kv]
-       /\ sessions' = [sessions EXCEPT ![r] = D.snap.sessions]
+       /\ sessions' = [sessions EXCEPT ![r] = InstalledSessions(r, D.snap)]
        /\ exec' = [exec EXCEPT ![r] = D.snap.exec]
        /\ gle' = [gle EXCEPT ![r] = 0]
        /\ peerLE' = [peerLE EXCEPT ![r] = [p \in Replicas |-> 0]]
