@@ -195,8 +195,8 @@ impl ProtocolLoop {
     }
 
     /// Logs each change of role, ballot or believed leader at info level:
-    /// an operator (and a campaign's leaders.log) can tell who unseated
-    /// whom without a trace, which costs too much to leave on.
+    /// an operator (or whoever reads a campaign's replica logs) can tell
+    /// who unseated whom without a trace, which costs too much to leave on.
     fn log_role_change(&mut self) {
         let now = (self.replica.role(), self.replica.ballot(), self.replica.leader());
         if self.role == Some(now) {
