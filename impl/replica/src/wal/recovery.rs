@@ -42,8 +42,8 @@ impl fmt::Display for Damaged {
         write!(
             f,
             "damaged acceptor state: {} at byte {}: {}. This replica must not vote with it: \
-             rebuild it from its peers (stop it, move its data directory aside, start it with an \
-             empty one; it rejoins by catch-up)",
+             rebuild it from its peers (move its data directory aside; with an empty one it \
+             rejoins by catch-up; docs/replica.md, \"Damaged acceptor state\", says when that is safe)",
             self.file, self.offset, self.what
         )
     }
