@@ -98,8 +98,11 @@ pub fn finish(
             let out: Vec<usize> = (0..seen.len()).filter(|i| refused.borrow().get(*i).copied().unwrap_or(false)).collect();
             let running: Vec<Option<(u64, u64)>> =
                 seen.iter().enumerate().filter(|(i, _)| !out.contains(i)).map(|(_, s)| *s).collect();
-            let first = running.first().copied().flatten();
-            let converged = first.is_some_and(|(le, _)| running.iter().all(|s| s.is_some_and(|(l, _)| l == le)));
+            // Every replica refused: nothing runs, nothing to converge.
+            let converged = match running.first() {
+                None => true,
+                Some(first) => first.is_some_and(|(le, _)| running.iter().all(|s| s.is_some_and(|(l, _)| l == le))),
+            };
             let stop = converged || now() > give_up;
             *finals.borrow_mut() = Finals { status: seen, converged, refused: out, detail };
             if stop {
