@@ -119,7 +119,7 @@ fn main() -> Result<()> {
             }
             let secs = started.elapsed().as_secs_f64();
             println!(
-                "{count} seeds, {} failed {failed:?}; {} with a replica refusing on damaged state, {} unavailable (damaged majority); {secs:.1} s wall, {:.0} runs/min",
+                "{count} seeds, {} failed {failed:?}; {} with a minority refusing on damaged state, {} unavailable (damaged majority); {secs:.1} s wall, {:.0} runs/min",
                 failed.len(),
                 refused.len(),
                 unavailable.len(),
