@@ -13,6 +13,11 @@
 //! - otherwise the rest is the segment's unwritten part (zero fill, stale
 //!   records of an earlier life, a torn tail) and is ignored.
 //!
+//! A real disk that loses power may persist the pages of the unsynced
+//! write out of order; a hole with a valid record of the same write after
+//! it is then reported as damage although nothing acknowledged was lost:
+//! a refusal too many (availability), never a silent loss (safety).
+//!
 //! And for `snapshot.bin`: it is written to a temporary file, synced and
 //! renamed, so a crash never leaves one half written. One that does not
 //! decode is damage: the segments it let go are gone without a trace, so
