@@ -1,10 +1,16 @@
 //! The simulated cluster: three replica hosts running the unchanged node
 //! (`stutter_replica::node::run`) on turmoil's network and disk.
 
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
+
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 use stutter_replica::config::ClusterConfig;
 use stutter_replica::node::{run, NodeOptions};
+use stutter_replica::wal::Damaged;
 use turmoil::Sim;
 
 use crate::faults::Plan;
@@ -40,8 +46,15 @@ pub fn build<'a>(seed: u64, plan: &Plan, corruption: f64) -> Sim<'a> {
     b.build()
 }
 
-/// Registers the replica hosts and returns their configuration.
-pub fn register(sim: &mut Sim<'_>, seed: u64) -> ClusterConfig {
+/// Which replicas refused to start on damaged acceptor state; shared by
+/// the hosts (who set it), the supervisor (who leaves them down) and the
+/// final reader (who judges convergence among the others).
+pub type Refused = Rc<RefCell<[bool; REPLICAS]>>;
+
+/// Registers the replica hosts and returns their configuration. `damage`:
+/// probability that a restarting replica finds one byte of one of its
+/// data files flipped for good (bit rot while it was down).
+pub fn register(sim: &mut Sim<'_>, seed: u64, damage: f64, refused: Refused) -> ClusterConfig {
     let mut toml = String::new();
     for i in 0..REPLICAS {
         let ip = sim.lookup(host(i));
@@ -58,8 +71,13 @@ pub fn register(sim: &mut Sim<'_>, seed: u64) -> ClusterConfig {
     };
     for i in 0..REPLICAS {
         let cfg = cfg.clone();
+        let refused = refused.clone();
+        let starts = Rc::new(Cell::new(0u64));
         sim.host(host(i), move || {
             let cfg = cfg.clone();
+            let refused = refused.clone();
+            let start = starts.get();
+            starts.set(start + 1);
             async move {
                 let opts = NodeOptions {
                     config: cfg,
@@ -76,14 +94,57 @@ pub fn register(sim: &mut Sim<'_>, seed: u64) -> ClusterConfig {
                 if turmoil::fs::shim::std::fs::create_dir_all(DATA_DIR).is_ok() {
                     let _ = turmoil::fs::shim::std::fs::sync_dir("/");
                 }
+                if start > 0 && damage > 0.0 {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ ((i as u64) << 48) ^ start.wrapping_mul(0xd1b5_4a32_d192_ed03));
+                    if ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < damage {
+                        rot_one_byte(&mut rng, i);
+                    }
+                }
                 // A fail-stop (a disk error) ends the host; the harness's
-                // supervisor restarts it, as systemd would.
+                // supervisor restarts it, as systemd would. A refusal on
+                // damaged state is final: the supervisor leaves it down.
                 if let Err(e) = run(opts).await {
-                    tracing::warn!(replica = i, error = %format!("{e:#}"), "replica stopped");
+                    let damaged = e.chain().find_map(Damaged::find).is_some();
+                    if damaged {
+                        refused.borrow_mut()[i] = true;
+                    }
+                    tracing::warn!(replica = i, damaged, error = %format!("{e:#}"), "replica stopped");
                 }
                 Ok(())
             }
         });
     }
     cfg
+}
+
+/// Flips one byte of one of replica `i`'s data files (segments and
+/// `snapshot.bin`), persistently: the damage a disk can do while a
+/// replica is down, which no re-read repairs.
+fn rot_one_byte(rng: &mut Xoshiro256PlusPlus, i: usize) {
+    use std::os::unix::fs::FileExt;
+    use turmoil::fs::shim::std::fs;
+    let Ok(entries) = fs::read_dir(DATA_DIR) else { return };
+    let mut files: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "snapshot.bin" || n.ends_with(".log")))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return;
+    }
+    let path = &files[(rng.next_u64() % files.len() as u64) as usize];
+    let Ok(len) = fs::metadata(path).map(|m| m.len()) else { return };
+    if len == 0 {
+        return;
+    }
+    let off = rng.next_u64() % len;
+    let flip = (rng.next_u64() % 255) as u8 + 1;
+    let Ok(f) = fs::OpenOptions::new().read(true).write(true).open(path) else { return };
+    let mut b = [0u8; 1];
+    // A read corrupted by the simulation only changes which wrong byte is
+    // written (and, one time in 255, writes the right one back).
+    if f.read_at(&mut b, off).is_ok() && f.write_at(&[b[0] ^ flip], off).is_ok() && f.sync_all().is_ok() {
+        tracing::warn!(target: "dsim", replica = i, file = %path.display(), offset = off, "disk damage: one byte flipped for good");
+    }
 }

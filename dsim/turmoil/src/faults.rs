@@ -3,7 +3,9 @@
 //! others, a client cut from a replica, a replica's crash (unsynced writes
 //! lost, torn at 512-byte blocks when the plan says so) and restart, a
 //! power loss of the whole cluster, and a supervisor that restarts a
-//! replica that stopped itself (a disk error is fail-stop).
+//! replica that stopped itself (a disk error is fail-stop) unless it
+//! refused to start on damaged acceptor state (left down, as an operator
+//! would until it is rebuilt).
 //!
 //! Why links between replicas are held rather than cut: turmoil's TCP drops
 //! the segments a partition meets without breaking the connection, and has
@@ -20,7 +22,7 @@ use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use turmoil::Sim;
 
-use crate::cluster::{host, REPLICAS};
+use crate::cluster::{host, Refused, REPLICAS};
 
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -105,14 +107,22 @@ pub struct Driver {
     undo: Vec<(Duration, Undo)>,
     /// Replicas crashed by the plan (the supervisor leaves them down).
     down: [bool; REPLICAS],
+    /// Replicas that refused to start on damaged state: never restarted
+    /// (by the supervisor or the plan); `reported` once logged.
+    refused: Refused,
+    reported: [bool; REPLICAS],
     pub applied: Vec<String>,
 }
 
 impl Driver {
-    pub fn new(plan: &Plan) -> Driver {
+    pub fn new(plan: &Plan, refused: Refused) -> Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
-        Driver { pending, undo: Vec::new(), down: [false; REPLICAS], applied: Vec::new() }
+        Driver { pending, undo: Vec::new(), down: [false; REPLICAS], refused, reported: [false; REPLICAS], applied: Vec::new() }
+    }
+
+    fn refused(&self, i: usize) -> bool {
+        self.refused.borrow()[i]
     }
 
     fn log(&mut self, now: Duration, what: String) {
@@ -172,6 +182,13 @@ impl Driver {
         // second (checked once per 100 ms of simulated time).
         if now.as_millis() % 100 == 0 {
             for i in 0..REPLICAS {
+                if self.refused(i) {
+                    if !self.reported[i] {
+                        self.reported[i] = true;
+                        self.log(now, format!("r{i} refused: damaged state"));
+                    }
+                    continue;
+                }
                 if !self.down[i] && !sim.is_host_running(host(i).as_str()) {
                     sim.bounce(host(i).as_str());
                     self.log(now, format!("supervisor restarts r{i}"));
@@ -192,8 +209,11 @@ impl Driver {
             }
             Undo::Restart(rs) => {
                 for i in rs {
-                    sim.bounce(host(i).as_str());
                     self.down[i] = false;
+                    if self.refused(i) {
+                        continue;
+                    }
+                    sim.bounce(host(i).as_str());
                     self.log(now, format!("restart r{i}"));
                 }
             }

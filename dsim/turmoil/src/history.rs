@@ -49,8 +49,12 @@ pub struct History {
 #[derive(Debug, Default)]
 pub struct Finals {
     pub status: Vec<Option<(u64, u64)>>,
-    /// All replicas answered with the same `last_executed` after healing.
+    /// All replicas that run (not refused) answered with the same
+    /// `last_executed` after healing.
     pub converged: bool,
+    /// Replicas that refused to start on damaged acceptor state (the
+    /// write-ahead log's damage error): an allowed outcome, left down.
+    pub refused: Vec<usize>,
     /// Each replica's role, leader, ballot and log positions as last seen
     /// (for the diagnosis of a failed run).
     pub detail: Vec<String>,

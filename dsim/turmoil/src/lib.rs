@@ -36,14 +36,18 @@ pub struct Options {
     /// loss, torn writes, I/O errors).
     pub faults: bool,
     /// Probability that a read of the simulated disk returns corrupted
-    /// bytes (turmoil's silent corruption). Off by default: the log does
-    /// not yet refuse a corrupt record in the middle (issue 16).
+    /// bytes (turmoil's silent corruption, one flipped byte per read; the
+    /// log reads every file until two reads agree).
     pub corruption: f64,
+    /// Probability that a restarting replica finds one byte of one of its
+    /// data files flipped for good (`cluster::rot_one_byte`): damage no
+    /// re-read repairs, which the log must refuse rather than vote with.
+    pub damage: f64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { clients: 4, ops: 150, keys: 5, faults: true, corruption: 0.0 }
+        Options { clients: 4, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0 }
     }
 }
 
@@ -60,6 +64,16 @@ pub struct Outcome {
     pub acknowledged: usize,
     pub faults: Vec<String>,
     pub sim_time: Duration,
+    /// Replicas that refused to start on damaged acceptor state.
+    pub refused: Vec<usize>,
+}
+
+impl Outcome {
+    /// A majority refused on damaged state: the cluster cannot serve (the
+    /// final reads may time out), which is availability lost, not safety.
+    pub fn unavailable(&self) -> bool {
+        self.refused.len() > cluster::REPLICAS / 2
+    }
 }
 
 /// Runs seed `seed`. An `Err` is a simulation that could not be run to its
@@ -72,14 +86,15 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let plan = if opts.faults { faults::Plan::draw(&mut rng) } else { faults::Plan::none() };
     let mut sim = cluster::build(rng.next_u64(), &plan, opts.corruption);
-    let cfg = cluster::register(&mut sim, seed);
+    let refused: cluster::Refused = Rc::default();
+    let cfg = cluster::register(&mut sim, seed, opts.damage, refused.clone());
     let history: Rc<RefCell<History>> = Rc::default();
     let finals: Rc<RefCell<Finals>> = Rc::default();
-    let mut driver = faults::Driver::new(&plan);
+    let mut driver = faults::Driver::new(&plan, refused.clone());
     workload::start(&mut sim, &cfg, opts, rng.next_u64(), history.clone());
     until_clients_done(&mut sim, &mut driver, true)?;
     driver.heal(&mut sim);
-    workload::finish(&mut sim, &cfg, opts, history.clone(), finals.clone());
+    workload::finish(&mut sim, &cfg, opts, history.clone(), finals.clone(), refused.clone());
     until_clients_done(&mut sim, &mut driver, false)?;
     let h = history.borrow();
     let f = finals.borrow();
@@ -93,6 +108,7 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
         acknowledged: h.ops.iter().filter(|o| o.acknowledged()).count(),
         faults: driver.applied.clone(),
         sim_time: sim.elapsed(),
+        refused: f.refused.clone(),
     })
 }
 

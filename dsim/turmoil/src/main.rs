@@ -4,7 +4,12 @@
 //! stutter-dsim-turmoil run --seed 7          # one seed, its verdict and hash
 //! stutter-dsim-turmoil run --seed 7 --log    # the same run with the replicas' and turmoil's logs
 //! stutter-dsim-turmoil swarm --from 0 --count 500
+//! stutter-dsim-turmoil swarm --count 100 --corruption 0.01 --damage 0.2
 //! ```
+//!
+//! A replica that refuses to start on damaged acceptor state is allowed;
+//! the swarm counts such seeds, and those where a majority refused
+//! ("unavailable (damaged majority)") apart from failures.
 
 use std::time::Instant;
 
@@ -25,6 +30,10 @@ struct Args {
     /// Probability of a corrupted read of the simulated disk.
     #[arg(long, default_value_t = 0.0, global = true)]
     corruption: f64,
+    /// Probability that a restarting replica finds a byte of its data
+    /// files flipped for good.
+    #[arg(long, default_value_t = 0.0, global = true)]
+    damage: f64,
 }
 
 #[derive(Subcommand)]
@@ -48,7 +57,7 @@ enum Cmd {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let opts = Options { ops: args.ops, faults: !args.no_faults, corruption: args.corruption, ..Options::default() };
+    let opts = Options { ops: args.ops, faults: !args.no_faults, corruption: args.corruption, damage: args.damage, ..Options::default() };
     match args.cmd {
         Cmd::Run { seed, log } => {
             if log {
@@ -68,6 +77,9 @@ fn main() -> Result<()> {
                 o.hash,
                 o.violations.len()
             );
+            if !o.refused.is_empty() {
+                println!("refused: damaged state {:?}{}", o.refused, if o.unavailable() { "; unavailable (damaged majority)" } else { "" });
+            }
             for v in &o.violations {
                 println!("VIOLATION {v}");
             }
@@ -78,11 +90,21 @@ fn main() -> Result<()> {
         Cmd::Swarm { from, count } => {
             let started = Instant::now();
             let mut failed = Vec::new();
+            let (mut refused, mut unavailable) = (Vec::new(), Vec::new());
             for seed in from..from + count {
                 // A panic (a replica's or the harness's) fails the seed, not
                 // the swarm.
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(seed, &opts)))
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked (run the seed alone for the message)")));
+                if let Ok(o) = &r {
+                    if o.unavailable() {
+                        println!("seed {seed} unavailable (damaged majority): {:?} refused", o.refused);
+                        unavailable.push(seed);
+                    } else if !o.refused.is_empty() {
+                        println!("seed {seed} refused: damaged state {:?}", o.refused);
+                        refused.push(seed);
+                    }
+                }
                 match r {
                     Ok(o) if o.violations.is_empty() => {}
                     Ok(o) => {
@@ -97,8 +119,10 @@ fn main() -> Result<()> {
             }
             let secs = started.elapsed().as_secs_f64();
             println!(
-                "{count} seeds, {} failed {failed:?}; {secs:.1} s wall, {:.0} runs/min",
+                "{count} seeds, {} failed {failed:?}; {} with a minority refusing on damaged state, {} unavailable (damaged majority); {secs:.1} s wall, {:.0} runs/min",
                 failed.len(),
+                refused.len(),
+                unavailable.len(),
                 count as f64 * 60.0 / secs.max(1e-9)
             );
             if !failed.is_empty() {

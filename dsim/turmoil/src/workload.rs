@@ -15,6 +15,7 @@ use stutter_replica::client::{status, Client, ClientError};
 use stutter_replica::config::ClusterConfig;
 use turmoil::Sim;
 
+use crate::cluster::Refused;
 use crate::history::{Finals, History, Kind, Op, Outcome};
 use crate::Options;
 
@@ -66,9 +67,16 @@ pub fn start(sim: &mut Sim<'_>, cfg: &ClusterConfig, opts: &Options, seed: u64, 
 }
 
 /// Registers the final reader: it waits (up to 60 s) until every replica
-/// answers with the same `last_executed`, records their digests, then
-/// reads every key.
-pub fn finish(sim: &mut Sim<'_>, cfg: &ClusterConfig, opts: &Options, history: Rc<RefCell<History>>, finals: Rc<RefCell<Finals>>) {
+/// that runs (did not refuse on damaged state) answers with the same
+/// `last_executed`, records their digests, then reads every key.
+pub fn finish(
+    sim: &mut Sim<'_>,
+    cfg: &ClusterConfig,
+    opts: &Options,
+    history: Rc<RefCell<History>>,
+    finals: Rc<RefCell<Finals>>,
+    refused: Refused,
+) {
     let addrs = cfg.client_addrs();
     let keys = opts.keys;
     sim.client("final", async move {
@@ -87,10 +95,16 @@ pub fn finish(sim: &mut Sim<'_>, cfg: &ClusterConfig, opts: &Options, history: R
                 });
                 seen.push(s.map(|s| (s.last_executed.0, s.digest)));
             }
-            let first = seen.first().copied().flatten();
-            let converged = first.is_some_and(|(le, _)| seen.iter().all(|s| s.is_some_and(|(l, _)| l == le)));
+            let out: Vec<usize> = (0..seen.len()).filter(|i| refused.borrow().get(*i).copied().unwrap_or(false)).collect();
+            let running: Vec<Option<(u64, u64)>> =
+                seen.iter().enumerate().filter(|(i, _)| !out.contains(i)).map(|(_, s)| *s).collect();
+            // Every replica refused: nothing runs, nothing to converge.
+            let converged = match running.first() {
+                None => true,
+                Some(first) => first.is_some_and(|(le, _)| running.iter().all(|s| s.is_some_and(|(l, _)| l == le))),
+            };
             let stop = converged || now() > give_up;
-            *finals.borrow_mut() = Finals { status: seen, converged, detail };
+            *finals.borrow_mut() = Finals { status: seen, converged, refused: out, detail };
             if stop {
                 break;
             }

@@ -31,10 +31,10 @@
 
 
 mod format;
+mod recovery;
 mod snapshot;
 mod spares;
 
-use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +43,7 @@ use std::sync::Arc;
 use stutter_core::{Ballot, DurableState, Record, Slot};
 
 pub use format::{decode_segment, decode_snapshot_file};
+pub use recovery::{check_state, read_stable, scan_segment, scan_snapshot, Damaged, Reads, Scan};
 use crate::platform::fs::{self, File, OpenOptions};
 use crate::platform::BACKGROUND_THREADS;
 use format::{crc, parse_segment_name, segment_name, HEADER};
@@ -59,6 +60,15 @@ const SNAPSHOT: &str = "snapshot.bin";
 pub const SEGMENT_SIZE: u64 = if cfg!(feature = "turmoil") { 64 << 10 } else { 32 << 20 };
 /// Recycled segments kept beyond this are deleted.
 const MAX_RECYCLABLE: usize = 2;
+
+/// The bytes of `path`, read until two reads agree ([`read_stable`]).
+fn read_twice(path: &Path) -> std::io::Result<Vec<u8>> {
+    match read_stable(|| fs::read(path))? {
+        Reads::Stable(bytes) => Ok(bytes),
+        // Not judged as damage: the disk may read well after a restart.
+        Reads::Unstable => Err(other(format!("{}: three reads gave three different contents", path.display()))),
+    }
+}
 
 fn other(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
@@ -125,16 +135,14 @@ impl Wal {
         fs::create_dir_all(dir)?;
         let mut state = DurableState::default();
         let mut snapshot_trimmed = 0;
-        if let Ok(bytes) = fs::read(dir.join(SNAPSHOT)) {
-            match decode_snapshot_file(&bytes) {
-                Some(rec) => {
-                    if let Record::Snapshot { trimmed, .. } = &rec {
-                        snapshot_trimmed = trimmed.0;
-                    }
-                    state.apply(rec)
-                }
-                None => tracing::warn!("snapshot.bin is unreadable; recovering from the log alone"),
+        let snapshot_path = dir.join(SNAPSHOT);
+        if fs::metadata(&snapshot_path).is_ok() {
+            let bytes = read_twice(&snapshot_path)?;
+            let rec = scan_snapshot(&bytes, &snapshot_path.display().to_string()).map_err(Damaged::into_io)?;
+            if let Record::Snapshot { trimmed, .. } = &rec {
+                snapshot_trimmed = trimmed.0;
             }
+            state.apply(rec);
         }
         let mut seqs: Vec<u64> = Vec::new();
         for entry in fs::read_dir(dir)? {
@@ -154,20 +162,22 @@ impl Wal {
         }
         files.extend(seqs.iter().map(|s| (*s, dir.join(segment_name(*s)))));
         for (seq, path) in files {
-            let mut bytes = Vec::new();
-            File::open(&path)?.read_to_end(&mut bytes)?;
-            let (recs, valid) = decode_segment(&bytes, seq);
+            let bytes = read_twice(&path)?;
+            let scan = scan_segment(&bytes, seq, &path.display().to_string()).map_err(Damaged::into_io)?;
             let mut max_slot = Slot::ZERO;
-            for rec in recs {
+            for rec in scan.records {
                 if let Record::Accept { slot, .. } = &rec {
                     max_slot = max_slot.max(*slot);
                 }
                 state.apply(rec);
                 records += 1;
             }
-            bytes_total += valid as u64;
+            bytes_total += scan.valid as u64;
             sealed.push(Sealed { path, max_slot, legacy: seq == 0 });
         }
+        // What the core's recovery relies on; a disk that breaks it must
+        // stop the replica here, with the damage named, not in the core.
+        check_state(&state, &dir.join(SNAPSHOT).display().to_string()).map_err(Damaged::into_io)?;
         tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot.0, accepted = state.accepted.len(), "write-ahead log recovered");
 
         // Always continue in a fresh segment: the tails of the old ones

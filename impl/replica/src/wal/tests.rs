@@ -244,3 +244,205 @@ fn legacy_single_file_log_is_replayed() {
     let (_, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 2, 3]);
 }
+
+// ----- torn tails against damage (recovery.rs, issue 16) -----
+
+/// The bytes of records as segment `seq` holds them.
+fn encoded(seq: u64, recs: &[Record]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in recs {
+        let body = bincode::serialize(r).unwrap();
+        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc(seq, &body).to_le_bytes());
+        out.extend_from_slice(&body);
+    }
+    out
+}
+
+fn damage_of(err: &std::io::Error) -> Damaged {
+    Damaged::find(err).cloned().unwrap_or_else(|| panic!("not a damage error: {err}"))
+}
+
+#[test]
+fn a_torn_tail_is_cut_off_and_the_prefix_kept() {
+    let recs = [Record::Ballot(Ballot(4)), accept(1, 4), accept(2, 4)];
+    let whole = encoded(7, &recs);
+    let prefix = encoded(7, &recs[..2]).len();
+    // The last record cut anywhere (even inside its header), then the
+    // segment's unwritten part: zero fill, or stale records of a recycled
+    // life (another sequence number).
+    let stale = encoded(3, &[accept(9, 1), accept(10, 1)]);
+    for cut in prefix..whole.len() {
+        for rest in [vec![0u8; 300], stale.clone(), Vec::new()] {
+            let bytes = [&whole[..cut], &rest[..]].concat();
+            if bytes.starts_with(&whole) {
+                // The fill restored the bytes cut off (trailing zeros).
+                continue;
+            }
+            let scan = scan_segment(&bytes, 7, "seg").unwrap_or_else(|d| panic!("cut at {cut}: {d}"));
+            assert_eq!(scan.records, recs[..2].to_vec(), "cut at {cut}");
+            assert_eq!(scan.valid, prefix);
+        }
+    }
+    // A flipped byte in the last record, nothing valid after: torn as well.
+    let mut bytes = whole.clone();
+    *bytes.last_mut().unwrap() ^= 0x40;
+    assert_eq!(scan_segment(&bytes, 7, "seg").unwrap().records, recs[..2].to_vec());
+}
+
+#[test]
+fn a_flipped_byte_in_a_middle_record_is_damage_at_its_offset() {
+    let recs = [Record::Ballot(Ballot(4)), accept(1, 4), accept(2, 4), accept(3, 4)];
+    let whole = encoded(7, &recs);
+    let start = encoded(7, &recs[..2]).len();
+    let end = encoded(7, &recs[..3]).len();
+    // Every byte of the third record: header (length, CRC) and body.
+    for at in start..end {
+        let mut bytes = whole.clone();
+        bytes[at] ^= 0x10;
+        let d = scan_segment(&bytes, 7, "wal-7").unwrap_err();
+        assert_eq!((d.file.as_str(), d.offset), ("wal-7", start as u64), "byte {at} flipped");
+        assert!(d.what.contains(&format!("valid record follows at byte {end}")) || at < start + 4, "{d}");
+    }
+}
+
+#[test]
+fn a_damaged_record_in_the_middle_stops_the_log_from_opening() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open(dir.path(), true).unwrap();
+    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1), accept(2, 1), accept(3, 1)]).unwrap();
+    w.sync().unwrap();
+    let name = segment_name(w.cur.seq);
+    drop(w);
+    let second = encoded(1, &[Record::Ballot(Ballot(1)), accept(1, 1)]).len();
+    let f = OpenOptions::new().write(true).open(dir.path().join(&name)).unwrap();
+    f.write_all_at(&[0x55], second as u64 + HEADER as u64 + 2).unwrap();
+    let err = Wal::open(dir.path(), true).err().expect("damage must not open");
+    let d = damage_of(&err);
+    assert!(d.file.ends_with(&name), "{d}");
+    assert_eq!(d.offset, second as u64);
+    let text = err.to_string();
+    assert!(text.contains(&name) && text.contains(&format!("byte {second}")) && text.contains("must not vote"), "{text}");
+}
+
+#[test]
+fn a_bad_record_in_an_older_segment_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
+    w.append(vec![Record::Ballot(Ballot(9))]).unwrap();
+    let per = 64 << 10;
+    let n = (2 * SMALL / per as u64) + 2;
+    for slot in 1..=n {
+        w.append(vec![big(slot, 9, per - 200)]).unwrap();
+        w.sync().unwrap();
+    }
+    drop(w);
+    let files = segment_files(dir.path());
+    let oldest = dir.path().join(&files[0]);
+    let bytes = std::fs::read(&oldest).unwrap();
+    let scan = scan_segment(&bytes, parse_segment_name(&files[0]).unwrap(), "x").unwrap();
+    assert!(scan.records.len() >= 4, "{} records", scan.records.len());
+    // Damage the second accept of the oldest segment.
+    let at = encoded(1, &scan.records[..2]).len() as u64 + HEADER as u64 + 40;
+    let f = OpenOptions::new().write(true).open(&oldest).unwrap();
+    f.write_all_at(&[0xa5], at).unwrap();
+    let err = Wal::open_with(dir.path(), true, SMALL).err().expect("damage must not open");
+    let d = damage_of(&err);
+    assert!(d.file.ends_with(&files[0]), "{d}");
+    assert_eq!(d.offset, encoded(1, &scan.records[..2]).len() as u64);
+}
+
+#[test]
+fn a_corrupt_snapshot_file_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut w, _) = Wal::open(dir.path(), true).unwrap();
+    w.append(vec![Record::Ballot(Ballot(3))]).unwrap();
+    for slot in 1..=10 {
+        w.append(vec![accept(slot, 3)]).unwrap();
+    }
+    let snap = Arc::new(Snapshot { last_executed: Slot(6), ..Default::default() });
+    w.append(vec![Record::Snapshot { trimmed: Slot(6), snapshot: snap }]).unwrap();
+    w.sync().unwrap();
+    wait_for(|| dir.path().join(SNAPSHOT).exists());
+    drop(w);
+    let path = dir.path().join(SNAPSHOT);
+    let good = std::fs::read(&path).unwrap();
+    for at in [0, 5, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x08;
+        std::fs::write(&path, &bad).unwrap();
+        let err = Wal::open(dir.path(), true).err().expect("damage must not open");
+        assert!(damage_of(&err).file.ends_with(SNAPSHOT), "{err}");
+    }
+    std::fs::write(&path, &good[..good.len() - 1]).unwrap();
+    assert!(Wal::open(dir.path(), true).is_err(), "a truncated snapshot.bin");
+    std::fs::write(&path, &good).unwrap();
+    let (_, s) = Wal::open(dir.path(), true).unwrap();
+    assert_eq!(s.trimmed, Slot(6));
+}
+
+/// Whether the core recovers from `s` without breaking an invariant.
+fn core_accepts(s: &DurableState) -> bool {
+    let rng = Box::new(<rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(7));
+    stutter_core::Replica::recover(0, stutter_core::Config::default(), s.clone(), rng).check_invariants().is_ok()
+}
+
+#[test]
+fn a_state_the_core_could_not_recover_is_damage() {
+    let snap = |le: u64| Arc::new(Snapshot { last_executed: Slot(le), ..Default::default() });
+    let mut s = DurableState::default();
+    assert!(check_state(&s, "snap").is_ok());
+    // Trimmed to 5, executed to 8: the core needs slot 8 in its log (what
+    // seed 16 of the turmoil layer met: "last executed 97 beyond the last
+    // index 96").
+    s.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(8) });
+    let d = check_state(&s, "snap").unwrap_err();
+    assert!(d.what.contains("last executed slot 8"), "{d}");
+    assert!(!core_accepts(&s), "the check guards a real invariant");
+    s.apply(accept(8, 1));
+    assert!(check_state(&s, "snap").is_ok());
+    assert!(core_accepts(&s));
+    let mut s = DurableState::default();
+    s.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(5) });
+    assert!(check_state(&s, "snap").is_ok());
+    assert!(core_accepts(&s));
+}
+
+#[test]
+fn a_bad_read_that_reads_back_well_is_no_damage() {
+    let good = encoded(2, &[Record::Ballot(Ballot(1)), accept(1, 1), accept(2, 1)]);
+    let mut bad = good.clone();
+    bad[HEADER + 2] ^= 0xff;
+    // The first read is bad, the next two agree.
+    let mut reads = vec![good.clone(), good.clone(), bad.clone()];
+    let got = read_stable(|| Ok(reads.pop().unwrap())).unwrap();
+    assert_eq!(got, Reads::Stable(good.clone()));
+    assert_eq!(scan_segment(&good, 2, "s").unwrap().records.len(), 3);
+    // The second read is bad: the third decides.
+    let mut reads = vec![good.clone(), bad.clone(), good.clone()];
+    assert_eq!(read_stable(|| Ok(reads.pop().unwrap())).unwrap(), Reads::Stable(good.clone()));
+    // Three different contents: not judged at all.
+    let mut worse = good.clone();
+    worse[HEADER + 3] ^= 0xff;
+    let mut reads = vec![worse, good.clone(), bad];
+    assert_eq!(read_stable(|| Ok(reads.pop().unwrap())).unwrap(), Reads::Unstable);
+}
+
+#[test]
+fn judging_arbitrary_bytes_never_panics() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let whole = encoded(4, &[Record::Ballot(Ballot(1)), accept(1, 1), accept(2, 1)]);
+    for i in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut bytes = whole.clone();
+        bytes.truncate((x % (whole.len() as u64 + 1)) as usize);
+        if let Some(b) = bytes.get_mut((x >> 20) as usize % whole.len()) {
+            *b ^= (x >> 40) as u8;
+        }
+        let _ = scan_segment(&bytes, 4, "s");
+        let _ = scan_snapshot(&bytes, "s");
+        let _ = i;
+    }
+}
