@@ -15,7 +15,8 @@ use turmoil::Sim;
 
 use crate::faults::Plan;
 
-pub const REPLICAS: usize = 3;
+/// Replicas of a run unless `Options::replicas` says otherwise.
+pub const DEFAULT_REPLICAS: usize = 3;
 pub const PEER_PORT: u16 = 7000;
 pub const CLIENT_PORT: u16 = 7001;
 /// Where each replica keeps its log and snapshot on its simulated disk.
@@ -49,14 +50,16 @@ pub fn build<'a>(seed: u64, plan: &Plan, corruption: f64) -> Sim<'a> {
 /// Which replicas refused to start on damaged acceptor state; shared by
 /// the hosts (who set it), the supervisor (who leaves them down) and the
 /// final reader (who judges convergence among the others).
-pub type Refused = Rc<RefCell<[bool; REPLICAS]>>;
+pub type Refused = Rc<RefCell<Vec<bool>>>;
 
-/// Registers the replica hosts and returns their configuration. `damage`:
+/// Registers the replica hosts, one per entry of `refused`, and returns
+/// their configuration. `damage`:
 /// probability that a restarting replica finds one byte of one of its
 /// data files flipped for good (bit rot while it was down).
 pub fn register(sim: &mut Sim<'_>, seed: u64, damage: f64, refused: Refused) -> ClusterConfig {
+    let replicas = refused.borrow().len();
     let mut toml = String::new();
-    for i in 0..REPLICAS {
+    for i in 0..replicas {
         let ip = sim.lookup(host(i));
         toml.push_str(&format!(
             "[[replica]]\nid = {i}\npeer_addr = \"{ip}:{PEER_PORT}\"\nclient_addr = \"{ip}:{CLIENT_PORT}\"\n\n"
@@ -69,7 +72,7 @@ pub fn register(sim: &mut Sim<'_>, seed: u64, damage: f64, refused: Refused) -> 
         Ok(c) => c,
         Err(e) => panic!("the harness's own config does not parse: {e}"),
     };
-    for i in 0..REPLICAS {
+    for i in 0..replicas {
         let cfg = cfg.clone();
         let refused = refused.clone();
         let starts = Rc::new(Cell::new(0u64));

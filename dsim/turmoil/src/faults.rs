@@ -22,7 +22,7 @@ use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use turmoil::Sim;
 
-use crate::cluster::{host, Refused, REPLICAS};
+use crate::cluster::{host, Refused};
 
 #[derive(Clone, Debug)]
 pub enum Fault {
@@ -69,14 +69,15 @@ impl Plan {
 
     /// Draws a plan: 2-8 faults in the first 5 s, each lasting 50 ms to
     /// 2 s; torn writes on most seeds; rare I/O errors on some.
-    pub fn draw(rng: &mut Xoshiro256PlusPlus) -> Plan {
+    pub fn draw(rng: &mut Xoshiro256PlusPlus, replicas: usize) -> Plan {
+        let replicas = replicas.max(2) as u64;
         let mut events = Vec::new();
         let n = 2 + below(rng, 7);
         for _ in 0..n {
             let at = ms(200 + below(rng, 5000));
             let lasts = ms(50 + below(rng, 1950));
-            let a = below(rng, REPLICAS as u64) as usize;
-            let b = (a + 1 + below(rng, REPLICAS as u64 - 1) as usize) % REPLICAS;
+            let a = below(rng, replicas) as usize;
+            let b = (a + 1 + below(rng, replicas - 1) as usize) % replicas as usize;
             let fault = match below(rng, 10) {
                 0..=1 => Fault::Isolate(a),
                 2..=3 => Fault::Partition(host(a), format!("c{}", below(rng, 3))),
@@ -106,11 +107,11 @@ pub struct Driver {
     pending: Vec<Event>,
     undo: Vec<(Duration, Undo)>,
     /// Replicas crashed by the plan (the supervisor leaves them down).
-    down: [bool; REPLICAS],
+    down: Vec<bool>,
     /// Replicas that refused to start on damaged state: never restarted
     /// (by the supervisor or the plan); `reported` once logged.
     refused: Refused,
-    reported: [bool; REPLICAS],
+    reported: Vec<bool>,
     pub applied: Vec<String>,
 }
 
@@ -118,7 +119,8 @@ impl Driver {
     pub fn new(plan: &Plan, refused: Refused) -> Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
-        Driver { pending, undo: Vec::new(), down: [false; REPLICAS], refused, reported: [false; REPLICAS], applied: Vec::new() }
+        let n = refused.borrow().len();
+        Driver { pending, undo: Vec::new(), down: vec![false; n], refused, reported: vec![false; n], applied: Vec::new() }
     }
 
     fn refused(&self, i: usize) -> bool {
@@ -149,7 +151,7 @@ impl Driver {
                 }
                 Fault::Isolate(i) => {
                     self.log(now, format!("isolate r{i}"));
-                    for j in (0..REPLICAS).filter(|j| *j != i) {
+                    for j in (0..self.down.len()).filter(|j| *j != i) {
                         sim.hold(host(i).as_str(), host(j).as_str());
                         self.undo.push((until, Undo::Release(host(i), host(j))));
                     }
@@ -163,7 +165,7 @@ impl Driver {
                     }
                 }
                 Fault::PowerLoss => {
-                    let up: Vec<usize> = (0..REPLICAS).filter(|i| !self.down[*i]).collect();
+                    let up: Vec<usize> = (0..self.down.len()).filter(|i| !self.down[*i]).collect();
                     for &i in &up {
                         sim.crash(host(i).as_str());
                         self.down[i] = true;
@@ -181,7 +183,7 @@ impl Driver {
         // The supervisor: a replica that stopped itself restarts after a
         // second (checked once per 100 ms of simulated time).
         if now.as_millis() % 100 == 0 {
-            for i in 0..REPLICAS {
+            for i in 0..self.down.len() {
                 if self.refused(i) {
                     if !self.reported[i] {
                         self.reported[i] = true;

@@ -26,6 +26,8 @@ use crate::history::{Finals, History};
 /// What a run does besides the seed.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// Replicas in the cluster (3 or 5; any count from 2 runs).
+    pub replicas: usize,
     /// Client hosts, each with one outstanding request at a time.
     pub clients: usize,
     /// Operations per client.
@@ -47,7 +49,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { clients: 4, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0 }
+        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0 }
     }
 }
 
@@ -66,13 +68,15 @@ pub struct Outcome {
     pub sim_time: Duration,
     /// Replicas that refused to start on damaged acceptor state.
     pub refused: Vec<usize>,
+    /// Replicas in the cluster.
+    pub replicas: usize,
 }
 
 impl Outcome {
     /// A majority refused on damaged state: the cluster cannot serve (the
     /// final reads may time out), which is availability lost, not safety.
     pub fn unavailable(&self) -> bool {
-        self.refused.len() > cluster::REPLICAS / 2
+        self.refused.len() > self.replicas / 2
     }
 }
 
@@ -84,9 +88,10 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     let _one_at_a_time = task_ids::RUN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     task_ids::align()?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let plan = if opts.faults { faults::Plan::draw(&mut rng) } else { faults::Plan::none() };
+    let replicas = opts.replicas.max(2);
+    let plan = if opts.faults { faults::Plan::draw(&mut rng, replicas) } else { faults::Plan::none() };
     let mut sim = cluster::build(rng.next_u64(), &plan, opts.corruption);
-    let refused: cluster::Refused = Rc::default();
+    let refused: cluster::Refused = Rc::new(RefCell::new(vec![false; replicas]));
     let cfg = cluster::register(&mut sim, seed, opts.damage, refused.clone());
     let history: Rc<RefCell<History>> = Rc::default();
     let finals: Rc<RefCell<Finals>> = Rc::default();
@@ -109,6 +114,7 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
         faults: driver.applied.clone(),
         sim_time: sim.elapsed(),
         refused: f.refused.clone(),
+        replicas,
     })
 }
 

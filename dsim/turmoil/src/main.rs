@@ -21,6 +21,9 @@ use stutter_dsim_turmoil::{run, Options};
 struct Args {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Replicas in the cluster.
+    #[arg(long, default_value_t = stutter_dsim_turmoil::cluster::DEFAULT_REPLICAS, global = true)]
+    replicas: usize,
     /// Operations per client.
     #[arg(long, default_value_t = 150, global = true)]
     ops: usize,
@@ -57,7 +60,10 @@ enum Cmd {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let opts = Options { ops: args.ops, faults: !args.no_faults, corruption: args.corruption, damage: args.damage, ..Options::default() };
+    if !(2..=9).contains(&args.replicas) {
+        anyhow::bail!("--replicas {} must be from 2 to 9", args.replicas);
+    }
+    let opts = Options { replicas: args.replicas, ops: args.ops, faults: !args.no_faults, corruption: args.corruption, damage: args.damage, ..Options::default() };
     match args.cmd {
         Cmd::Run { seed, log } => {
             if log {
