@@ -38,8 +38,16 @@ pub async fn listen(listener: TcpListener, port: ClientPort) {
     // (client, seq) of an executed request in the replicated session table
     // and get its recorded reply (found by the jepsen campaigns: a put
     // acknowledged without being executed). Start from the clock instead.
-    let first = crate::platform::since_epoch().as_micros() as u64 & 0xffff_ffff_ffff;
-    let numbers = AtomicU64::new(first.max(1));
+    // And no two replicas may hand out the same id: replicas started in
+    // the same microsecond (every host of a turmoil run; processes started
+    // together) would otherwise number alike, and a connection to a later
+    // leader could take over a session another replica's client left. So
+    // the replica's id + 1 is in bits 48..56: text ids lie in [2^48, 2^57),
+    // apart from each replica's and from the framed client library's
+    // (`client::fresh_client_id`, below 2^48).
+    let micros = crate::platform::since_epoch().as_micros() as u64 & 0xffff_ffff_ffff;
+    let first = (u64::from(port.me) + 1) << 48 | micros;
+    let numbers = AtomicU64::new(first);
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
