@@ -12,6 +12,7 @@ pub mod check;
 pub mod cluster;
 pub mod faults;
 pub mod history;
+pub mod text_client;
 pub mod workload;
 
 use std::cell::RefCell;
@@ -30,6 +31,9 @@ pub struct Options {
     pub replicas: usize,
     /// Client hosts, each with one outstanding request at a time.
     pub clients: usize,
+    /// How many of them speak the text protocol (the first ones); the
+    /// others use the framed client library.
+    pub text_clients: usize,
     /// Operations per client.
     pub ops: usize,
     /// Keys the operations spread over.
@@ -49,7 +53,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0 }
+        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, text_clients: 0, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0 }
     }
 }
 

@@ -24,6 +24,10 @@ struct Args {
     /// Replicas in the cluster.
     #[arg(long, default_value_t = stutter_dsim_turmoil::cluster::DEFAULT_REPLICAS, global = true)]
     replicas: usize,
+    /// How many of the 4 client hosts speak the text protocol (the rest
+    /// use the framed client library).
+    #[arg(long, default_value_t = 0, global = true)]
+    text_clients: usize,
     /// Operations per client.
     #[arg(long, default_value_t = 150, global = true)]
     ops: usize,
@@ -63,7 +67,7 @@ fn main() -> Result<()> {
     if !(2..=9).contains(&args.replicas) {
         anyhow::bail!("--replicas {} must be from 2 to 9", args.replicas);
     }
-    let opts = Options { replicas: args.replicas, ops: args.ops, faults: !args.no_faults, corruption: args.corruption, damage: args.damage, ..Options::default() };
+    let opts = Options { replicas: args.replicas, text_clients: args.text_clients, ops: args.ops, faults: !args.no_faults, corruption: args.corruption, damage: args.damage, ..Options::default() };
     match args.cmd {
         Cmd::Run { seed, log } => {
             if log {

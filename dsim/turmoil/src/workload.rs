@@ -1,6 +1,7 @@
 //! The clients: the real client library (`stutter_replica::client`) on
-//! turmoil client hosts. Each issues puts of unique values and gets on a
-//! few keys, one at a time, and records them in the history; the final
+//! turmoil client hosts, and (`Options::text_clients` of them) clients of
+//! the text protocol (`text_client`). Each issues puts of unique values and
+//! gets on a few keys, one at a time, and records them in the history; the final
 //! reader, after the faults are healed, waits for the replicas to agree on
 //! how far they executed and reads every key.
 
@@ -17,6 +18,7 @@ use turmoil::Sim;
 
 use crate::cluster::Refused;
 use crate::history::{Finals, History, Kind, Op, Outcome};
+use crate::text_client::TextClient;
 use crate::Options;
 
 /// Client id of the final reader (workload clients are 1..).
@@ -54,11 +56,20 @@ pub fn start(sim: &mut Sim<'_>, cfg: &ClusterConfig, opts: &Options, seed: u64, 
         let opts = opts.clone();
         sim.client(format!("c{c}"), async move {
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ (c as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f));
-            let mut client = Client::new(addrs, c as u64 + 1).with_timeouts(Duration::from_millis(500), Duration::from_secs(5));
+            let text = c < opts.text_clients;
+            let mut framed = (!text).then(|| Client::new(addrs.clone(), c as u64 + 1).with_timeouts(Duration::from_millis(500), Duration::from_secs(5)));
+            let mut text = text.then(|| TextClient::new(addrs, c));
             for i in 0..opts.ops {
                 let key = rng.next_u64() % opts.keys.max(1);
                 let kind = if rng.next_u64() % 2 == 0 { Kind::Put((c as u64 + 1) * 1_000_000 + i as u64 + 1) } else { Kind::Get };
-                call(&mut client, c, key, kind, &history).await;
+                if let Some(client) = framed.as_mut() {
+                    call(client, c, key, kind, &history).await;
+                } else if let Some(client) = text.as_mut() {
+                    let invoke = now();
+                    let name = String::from_utf8_lossy(&key_bytes(key)).into_owned();
+                    let outcome = client.call(&name, kind).await;
+                    history.borrow_mut().ops.push(Op { client: c, key, kind, invoke, complete: now(), outcome });
+                }
                 tokio::time::sleep(Duration::from_millis(rng.next_u64() % 50)).await;
             }
             Ok(())
