@@ -43,7 +43,7 @@ use std::sync::Arc;
 use stutter_core::{Ballot, DurableState, Record, Slot};
 
 pub use format::{decode_segment, decode_snapshot_file};
-pub use recovery::{check_state, read_stable, scan_segment, scan_snapshot, Damaged, Reads, Scan};
+pub use recovery::{check_state, read_stable, scan_segment, scan_snapshot, settle, Damaged, Reads, Scan};
 use crate::platform::fs::{self, File, OpenOptions};
 use crate::platform::BACKGROUND_THREADS;
 use format::{crc, parse_segment_name, segment_name, HEADER};
@@ -174,6 +174,9 @@ impl Wal {
             }
             bytes_total += scan.valid as u64;
             sealed.push(Sealed { path, max_slot, legacy: seq == 0 });
+        }
+        if let Some((from, to)) = settle(&mut state) {
+            tracing::warn!(from = from.0, to = to.0, "snapshot.bin is ahead of the durable log (a crash between the two writes): log trimmed to it");
         }
         // What the core's recovery relies on; a disk that breaks it must
         // stop the replica here, with the damage named, not in the core.

@@ -29,7 +29,7 @@
 
 use std::fmt;
 
-use stutter_core::{DurableState, Record};
+use stutter_core::{DurableState, Record, Slot};
 
 use super::format::{decodes_exactly, parse_one, HEADER};
 
@@ -136,6 +136,33 @@ pub fn scan_snapshot(bytes: &[u8], file: &str) -> Result<Record, Damaged> {
         Some(_) => Err(damaged("it holds a record that is not a snapshot")),
         None => Err(damaged("the snapshot record does not read back as written (torn, bad CRC or implausible)")),
     }
+}
+
+/// Brings the log up to a snapshot that got ahead of it, and says so.
+///
+/// The node writes `snapshot.bin` on its own (a thread, or inline in the
+/// simulation) while the group commit syncs the accepts of the same batch;
+/// a power loss between the two leaves a durable snapshot whose last
+/// executed slot the durable log does not reach (seen in the turmoil layer:
+/// 5 replicas, seed 1479, "last executed slot 122 is not in the log
+/// (trimmed to 120)"). Nothing is lost by trimming the log to the snapshot:
+/// the slots it covers were chosen (executed), and the accepts that did not
+/// reach the disk were never acknowledged (acknowledgments wait for the
+/// sync), so the replica counts in no quorum for them; a promise to a
+/// candidate behind it carries the snapshot, as for any trimmed slot.
+/// Returns `(trimmed before, trimmed after)` when it trimmed.
+pub fn settle(state: &mut DurableState) -> Option<(Slot, Slot)> {
+    let le = state.snapshot.as_ref()?.last_executed;
+    if le <= state.trimmed || state.accepted.contains_key(&le) {
+        return None;
+    }
+    let before = state.trimmed;
+    state.trimmed = le;
+    state.accepted = match le.0.checked_add(1) {
+        Some(next) => state.accepted.split_off(&Slot(next)),
+        None => Default::default(),
+    };
+    Some((before, le))
 }
 
 /// Checks that the recovered state is one a replica could have written;

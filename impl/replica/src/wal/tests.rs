@@ -408,6 +408,36 @@ fn a_state_the_core_could_not_recover_is_damage() {
     assert!(core_accepts(&s));
 }
 
+/// A snapshot that got ahead of the durable log (written on its own, a
+/// power loss before the accepts of its batch were synced) trims the log
+/// to it: the core then recovers; without it, the core's invariant fails.
+#[test]
+fn a_snapshot_ahead_of_the_log_trims_the_log_to_it() {
+    let snap = |le: u64| Arc::new(Snapshot { last_executed: Slot(le), ..Default::default() });
+    let mut s = DurableState::default();
+    s.apply(Record::Ballot(Ballot(3)));
+    for slot in 1..=6 {
+        s.apply(accept(slot, 3));
+    }
+    s.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(8) });
+    assert!(!core_accepts(&s));
+    assert_eq!(settle(&mut s), Some((Slot(5), Slot(8))));
+    assert_eq!(s.trimmed, Slot(8));
+    assert!(s.accepted.is_empty());
+    assert_eq!(s.ballot, Ballot(3), "the promise is kept");
+    assert!(check_state(&s, "snap").is_ok());
+    assert!(core_accepts(&s));
+    // Nothing to do when the log reaches the snapshot, or has none.
+    assert_eq!(settle(&mut s), None);
+    let mut t = DurableState::default();
+    t.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(8) });
+    t.apply(accept(8, 1));
+    t.apply(accept(9, 1));
+    assert_eq!(settle(&mut t), None);
+    assert_eq!(t.accepted.len(), 2);
+    assert_eq!(settle(&mut DurableState::default()), None);
+}
+
 #[test]
 fn a_bad_read_that_reads_back_well_is_no_damage() {
     let good = encoded(2, &[Record::Ballot(Ballot(1)), accept(1, 1), accept(2, 1)]);
