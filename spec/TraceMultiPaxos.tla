@@ -24,17 +24,28 @@ VARIABLES
     l,      \* index of the next event to match
     ptags   \* ptags[r][i]: the persistence token of the write pend[r][i]
 
-\* Overrides (see the trace cfg).  Values are opaque: the converter numbers
-\* the batches of requests, equal batches alike, the no-op (empty batch) 0;
-\* the key-value state is not tracked, and of the executed values only the
-\* last is kept (ExecutedIsChosen reads exec as the values of the slots up
-\* to lastExecuted, here only the last one).  Replica ids are integers
-\* here, so the string sentinels become integers.
+\* Overrides (see the trace cfg).  Values are numbers: the converter
+\* numbers the batches of requests, equal batches alike, the no-op (empty
+\* batch) 0, and TraceReqs(v) are the <<client, seq>> requests of batch v.
+\* The session tables are kept (executing a batch applies each request
+\* above its client's last seq, as in the models), the key-value state is
+\* not, and of the executed values only the last is kept (ExecutedIsChosen
+\* reads exec as the values of the slots up to lastExecuted, here only the
+\* last one).  Replica ids are integers here, so the string sentinels
+\* become integers.
 TraceBroadcast == -1
 TraceNoOwner == -2
 TraceNoop == 0
 TraceNoVal == -1
-TraceApplied(r, v) == [kv |-> kv[r], sessions |-> sessions[r]]
+TraceReqs(v) == TraceRequests[v + 1]
+\* No symmetry is used here, and TLC evaluates every constant definition at
+\* start: the permutations of a trace's clients (40 million for 11) must
+\* not be.
+TraceSymmetryRC == {}
+TraceApplied(r, v) == [kv |-> kv[r], sessions |-> ApplyReqs(<<>>, sessions[r], TraceReqs(v)).sessions]
+\* How many requests of batch v replica r executes now (the others are
+\* duplicates or stale: at most once).
+AppliedCount(r, v) == Len(ApplyReqs(<<>>, sessions[r], TraceReqs(v)).kv)
 TraceExecHistory(e, v) == <<v>>
 TraceCommitHistory(c) == chosen
 
@@ -88,6 +99,16 @@ Observe(r) == UNCHANGED <<vars, ptags>> /\ Matched(r)
 \* A message of type t from f to r (or broadcast) at ballot b.
 Msgs(t, f, r, b) == {m \in msgs : m.type = t /\ m.from = f /\ For(r, m) /\ m.bal = b}
 
+\* The event's summary of r's session table after the step (fields i and
+\* i + 1: how many clients have a session, the sum of their last seqs)
+\* is the spec's.  Read where a table changes: Execute, and the installs
+\* of a snapshot (catch-up, a promised one, a restart from disk).
+RECURSIVE SeqSum(_, _)
+SeqSum(ss, k) == IF k = 0 THEN 0 ELSE ss[k] + SeqSum(ss, k - 1)
+SessionsMatch(r, i) ==
+    /\ Cardinality({c \in Clients : sessions'[r][c] > 0}) = F(i)
+    /\ SeqSum(sessions'[r], Cardinality(Clients)) = F(i + 1)
+
 NewlyCommitted(r) == {s \in DOMAIN log'[r] : log'[r][s].com /\ ~At(log[r], s).com}
 
 CoreTraceStep(r) ==
@@ -107,6 +128,7 @@ CoreTraceStep(r) ==
             \* entries: <<slot, ballot, value, committed>> of every replayed slot
             LET bal == F(1) merged == F(2) snapfrom == F(3) entries == F(4) IN
             /\ BecomeLeaderWith(r, merged \ {r})
+            /\ SessionsMatch(r, 5)
             /\ ballot'[r] = bal
             /\ (snapfrom # -1) = (lastExecuted'[r] > lastExecuted[r])
             /\ {entries[i][1] : i \in DOMAIN entries} =
@@ -138,9 +160,10 @@ CoreTraceStep(r) ==
                     THEN CommitSlot(r, slot) /\ UNCHANGED ptags /\ Matched(r)
                     ELSE Observe(r)
       [] Act(E) = "Execute" ->
-            LET slot == F(1) val == F(2) IN
+            LET slot == F(1) val == F(2) applied == F(3) IN
             /\ lastExecuted[r] + 1 = slot /\ At(log[r], slot).val = val
-            /\ Execute(r) /\ UNCHANGED ptags /\ Matched(r)
+            /\ AppliedCount(r, val) = applied
+            /\ Execute(r) /\ SessionsMatch(r, 4) /\ UNCHANGED ptags /\ Matched(r)
       [] Act(E) = "SendHeartbeat" ->
             LET bal == F(1) le == F(2) g == F(3) IN
             /\ ballot[r] = bal /\ lastExecuted[r] = le /\ gle[r] = g
@@ -182,7 +205,7 @@ CoreTraceStep(r) ==
             LET frm == F(1) le == F(2) IN
             \E m \in {m \in msgs : m.type = "Snapshot" /\ m.from = frm /\ For(r, m)} :
                /\ m.snap.le = le
-               /\ InstallSnapshot(r, m) /\ Tag(r) /\ Matched(r)
+               /\ InstallSnapshot(r, m) /\ SessionsMatch(r, 3) /\ Tag(r) /\ Matched(r)
       [] Act(E) = "StepDown" ->
             LET bal == F(1) IN
             /\ IF bal > ballot[r] THEN StepDown(r) ELSE LoseQuorum(r)
@@ -195,7 +218,7 @@ CoreTraceStep(r) ==
                  /\ ptags' = [ptags EXCEPT ![r] = SubSeq(@, k + 1, Len(@))]
                  /\ Matched(r)
       [] Act(E) = "Recover" ->
-            Restart(r) /\ UNCHANGED ptags /\ Matched(r)
+            Restart(r) /\ SessionsMatch(r, 1) /\ UNCHANGED ptags /\ Matched(r)
       [] OTHER -> FALSE
 
 \* The steps of GC coordination (MultiPaxos.tla, "GC coordination").

@@ -4,7 +4,11 @@
 //! faults aimed at windows (`windows.rs`), the reference model
 //! (`check/model.rs`), the session tables (`check/sessions.rs`). Their
 //! limits come from `sim swarm --seeds 0..N --bug X` (docs/simulator.md,
-//! "Teeth").
+//! "Teeth"). The session tables in the TLA+ trace spec (issue 21's third
+//! part) need TLC, so their teeth are traces, not tests here:
+//! `traces/invalid/execute-duplicate.ndjson` (a run every checker of this
+//! simulator passes) and `stale-sessions-on-install.ndjson`, each rejected
+//! at its last event by scripts/conformance-ci.
 
 use stutter_core::Bug;
 use stutter_sim::scenario::Scenario;

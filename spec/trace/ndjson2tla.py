@@ -8,9 +8,11 @@ reads (tuples, not records: SANY reads a long trace in half the time).
 Each tuple is <<action, replica, last_token, ballot, role, last_index,
 last_executed, global_last_executed, trimmed>> (the event and its state
 summary) followed by the action's fields in the order of FIELDS.  Values
-(batches of requests) are compared only for identity, so each distinct
-batch becomes a number, the no-op (empty batch) 0 (TraceMultiPaxos
-overrides Noop accordingly).
+(batches of requests) are compared for identity, so each distinct batch
+becomes a number, the no-op (empty batch) 0 (TraceMultiPaxos overrides
+Noop accordingly); TraceRequests lists the <<client, seq>> requests of
+each, with clients numbered 1, 2, ..., so that the trace spec can keep
+every replica's session table and judge at-most-once execution.
 
 Usage: ndjson2tla.py TRACE.ndjson OUTDIR   -> OUTDIR/TraceData.tla
 Prints the number of events; exits 2 on input it cannot read.
@@ -21,14 +23,42 @@ import sys
 ROLES = {"Follower", "Candidate", "Leader"}
 
 # Batches numbered 1, 2, ... in order of first appearance; the empty one
-# (a no-op) is 0.  Client ids of the real node exceed TLC's integers, but
-# only the identity of a batch matters.
+# (a no-op) is 0.  Client ids of the real node exceed TLC's integers (so
+# do their sums): clients are numbered 1, 2, ... in order of first
+# appearance, which keeps session tables comparable.
 BATCHES = {(): 0}
+CLIENTS = {}
+TLC_MAX = 2**31 - 1
+
+
+def small(x, what):
+    x = int(x)
+    if not 0 <= x <= TLC_MAX:
+        raise ValueError(f"{what} {x} is outside TLC's integers")
+    return str(x)
 
 
 def val(v):
     key = tuple((int(c), int(q)) for c, q in (v or []))
-    return str(BATCHES.setdefault(key, len(BATCHES)))
+    if key not in BATCHES:
+        BATCHES[key] = len(BATCHES)
+        for c, q in key:
+            CLIENTS.setdefault(c, len(CLIENTS) + 1)
+            small(q, "sequence number")
+    return str(BATCHES[key])
+
+
+def requests_table():
+    """TLA+ text of TraceRequests: the requests of batch v at index v + 1."""
+    return "<<" + ",\n  ".join(
+        "<<" + ", ".join(f"<<{CLIENTS[c]}, {q}>>" for c, q in key) + ">>"
+        for key, _ in sorted(BATCHES.items(), key=lambda kv: kv[1])) + ">>"
+
+
+def sessions(e):
+    """The session table summary of an event: clients, sum of seqs."""
+    s = e["sessions"]
+    return [small(s["clients"], "session count"), small(s["seq_sum"], "sum of session seqs")]
 
 
 def setof(xs):
@@ -64,13 +94,14 @@ FIELDS = {
     "HandlePromise": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
     "BecomeLeader": lambda e: [str(int(e["ballot"])), setof(e["merged_from"]),
                                "-1" if e["snapshot_from"] is None else str(int(e["snapshot_from"])),
-                               entries(e["entries"])],
+                               entries(e["entries"]), *sessions(e)],
     "Propose": lambda e: [str(int(e["slot"])), val(e["value"])],
     "HandleAccept": lambda e: [str(int(e["from"])), str(int(e["ballot"])), str(int(e["slot"])),
                                b(e["ok"]), val(e["value"])],
     "HandleAccepted": lambda e: [str(int(e["from"])), str(int(e["ballot"])), str(int(e["slot"])),
                                  b(e["ok"]), b(e["committed"])],
-    "Execute": lambda e: [str(int(e["slot"])), val(e["value"])],
+    "Execute": lambda e: [str(int(e["slot"])), val(e["value"]), str(int(e["applied"])),
+                          *sessions(e)],
     "SendHeartbeat": lambda e: [str(int(e["ballot"])), str(int(e["last_executed"])),
                                 str(int(e["global_last_executed"]))],
     "HandleHeartbeat": lambda e: [str(int(e["from"])), str(int(e["ballot"])),
@@ -82,10 +113,11 @@ FIELDS = {
     "Trim": lambda e: [str(int(e["up_to"]))],
     "SendCatchUp": lambda e: [str(int(e["to"])), b(e["snapshot"]), *catchup_range(e["slots"])],
     "HandleCatchUp": lambda e: [str(int(e["from"])), str(int(e["ballot"])), setof(e["slots"])],
-    "InstallSnapshot": lambda e: [str(int(e["from"])), str(int(e["last_executed"]))],
+    "InstallSnapshot": lambda e: [str(int(e["from"])), str(int(e["last_executed"])),
+                                  *sessions(e)],
     "StepDown": lambda e: [str(int(e["ballot"]))],
     "Persisted": lambda e: [str(int(e["token"]))],
-    "Recover": lambda e: [],
+    "Recover": lambda e: sessions(e),
     # GC coordination (docs/protocol.md); GcDue's headroom is not read.
     "GcDue": lambda e: [],
     "RequestGc": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
@@ -314,6 +346,9 @@ def main():
         out.write(f"TraceReplicas == 0..{n - 1}\n")
         out.write(f"TraceBallots == {setof(ballots) if ballots else '{}'}\n")
         out.write(f"TraceNumSlots == {max(slots) + 1}\n")
+        out.write(f"TraceClients == 1..{len(CLIENTS)}\n")
+        out.write("\\* The <<client, seq>> requests of batch v, at index v + 1.\n")
+        out.write(f"TraceRequests == {requests_table()}\n")
         fine, coarse, bals = read_tables(events, n)
         out.write("\\* Index of the last event that may read a message, by key (see message_reads).\n")
         out.write(f"LastReadFine == {fine}\n")

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::trace::SessionsSummary;
 use crate::types::{ClientId, Op, Reply, Request, Seq, Slot, Value};
 
 /// The last executed request of a client and the reply it produced.
@@ -135,6 +136,15 @@ impl Snapshot {
         };
         self.sessions.insert(req.client, Session { seq: req.seq, reply: reply.clone() });
         Outcome::Applied(reply)
+    }
+
+    /// The session table as traces report it (O(clients): built for trace
+    /// events only).
+    pub fn sessions_summary(&self) -> SessionsSummary {
+        SessionsSummary {
+            clients: self.sessions.len() as u64,
+            seq_sum: self.sessions.values().fold(0u64, |sum, s| sum.wrapping_add(s.seq)),
+        }
     }
 
     /// The recorded outcome of `(client, seq)` if it was executed already

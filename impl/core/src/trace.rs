@@ -16,6 +16,17 @@ pub fn value_ids(v: &Value) -> ValueIds {
     }
 }
 
+/// A replica's session table as traces report it: how many clients have a
+/// session and the sum of their last executed sequence numbers. The trace
+/// spec keeps the table itself and recomputes both, so that a session
+/// table that drifts from the log (a retry executed twice, a snapshot
+/// installed without its sessions) is rejected where it happens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SessionsSummary {
+    pub clients: u64,
+    pub seq_sum: u64,
+}
+
 /// One slot as a trace reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SlotSummary {
@@ -39,11 +50,16 @@ pub enum Action {
         merged_from: Vec<ReplicaId>,
         snapshot_from: Option<ReplicaId>,
         entries: Vec<SlotSummary>,
+        /// The session table after the promised snapshot (if any) was
+        /// installed, before the replayed slots execute.
+        sessions: SessionsSummary,
     },
     Propose { slot: Slot, value: ValueIds },
     HandleAccept { from: ReplicaId, ballot: Ballot, slot: Slot, ok: bool, value: ValueIds },
     HandleAccepted { from: ReplicaId, ballot: Ballot, slot: Slot, ok: bool, committed: bool },
-    Execute { slot: Slot, value: ValueIds },
+    /// `applied`: how many requests of the value were executed (not
+    /// answered as duplicates or stale); `sessions`: the table after.
+    Execute { slot: Slot, value: ValueIds, applied: u32, sessions: SessionsSummary },
     SendHeartbeat { ballot: Ballot, last_executed: Slot, global_last_executed: Slot },
     /// Follower side: `committed` are the slots this heartbeat committed.
     HandleHeartbeat {
@@ -58,7 +74,7 @@ pub enum Action {
     Trim { up_to: Slot },
     SendCatchUp { to: ReplicaId, slots: Vec<Slot>, snapshot: bool },
     HandleCatchUp { from: ReplicaId, ballot: Ballot, slots: Vec<Slot> },
-    InstallSnapshot { from: ReplicaId, last_executed: Slot },
+    InstallSnapshot { from: ReplicaId, last_executed: Slot, sessions: SessionsSummary },
     /// A higher ballot was seen and adopted (persisted); a leader or
     /// candidate becomes follower. With the replica's own ballot: a leader
     /// that lost contact with a majority stepped down (check quorum).
@@ -66,8 +82,8 @@ pub enum Action {
     /// Everything persisted up to `token` is durable: the messages held
     /// for it are sent now (and the leader's own votes counted).
     Persisted { token: u64 },
-    /// Restarted from durable state.
-    Recover,
+    /// Restarted from durable state; `sessions`: the recovered table.
+    Recover { sessions: SessionsSummary },
     /// GC coordination (`docs/protocol.md`). The driver reported a
     /// collection due, with `headroom` bytes left before it must collect.
     GcDue { headroom: u64 },

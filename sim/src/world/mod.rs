@@ -461,7 +461,7 @@ impl World {
         let taken = match &ev.action {
             Action::InstallSnapshot { .. } => Some("after installing a snapshot"),
             Action::BecomeLeader { snapshot_from: Some(_), .. } => Some("after installing a promised snapshot"),
-            Action::Recover => Some("after a restart"),
+            Action::Recover { .. } => Some("after a restart"),
             _ => None,
         };
         if let Some(when) = taken {
@@ -473,7 +473,7 @@ impl World {
             self.elections += 1;
         }
         // Last, so that the executed value moves into the checker.
-        if let Action::Execute { slot, value } = ev.action {
+        if let Action::Execute { slot, value, .. } = ev.action {
             self.checker.executed(ev.replica, slot, value);
         }
     }

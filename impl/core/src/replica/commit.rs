@@ -6,7 +6,7 @@
 use crate::io::{Output, Timer};
 use crate::message::Message;
 use crate::quorum::VoteSet;
-use crate::state_machine::{digest_step, ExecBugs};
+use crate::state_machine::{digest_step, ExecBugs, Outcome};
 use crate::trace::{value_ids, Action};
 use crate::types::{Ballot, InstanceState, Op, ReplicaId, Request, Slot};
 
@@ -47,9 +47,13 @@ impl Replica {
                 execute_duplicate: injected!(self.cfg, ExecuteDuplicate),
                 failed_cas_writes: injected!(self.cfg, FailedCasWrites),
             };
+            let mut applied = 0u32;
             for req in value.requests() {
                 self.executed_bytes += request_bytes(req);
                 let outcome = self.sm.execute_checked(req, bugs);
+                if matches!(outcome, Outcome::Applied(_)) {
+                    applied += 1;
+                }
                 let key = (req.client, req.seq);
                 if let Some(l) = self.role.as_leader_mut() {
                     l.queued.remove(&key);
@@ -66,7 +70,8 @@ impl Replica {
             self.sm.digest = digest_step(self.sm.digest, slot, &value);
             self.sm.last_executed = slot;
             if self.cfg.trace {
-                self.emit(Action::Execute { slot, value: value_ids(&value) }, out);
+                let sessions = self.sm.sessions_summary();
+                self.emit(Action::Execute { slot, value: value_ids(&value), applied, sessions }, out);
             }
         }
         self.serve_reads(out);

@@ -9,7 +9,7 @@ use crate::io::{Output, Record, Timer};
 use crate::message::Message;
 use crate::quorum::VoteSet;
 use crate::state_machine::Snapshot;
-use crate::trace::{value_ids, Action, SlotSummary};
+use crate::trace::{value_ids, Action, SessionsSummary, SlotSummary};
 use crate::types::{next_ballot, Ballot, Instance, InstanceState, ReplicaId, Slot, Time, Value};
 
 use super::durability::Deferred;
@@ -230,7 +230,8 @@ impl Replica {
                 self.after_persist(Deferred::SelfVote { ballot, slot }, out);
             }
         }
-        self.emit(Action::BecomeLeader { ballot, merged_from, snapshot_from, entries: summaries }, out);
+        let sessions = if self.cfg.trace { self.sm.sessions_summary() } else { SessionsSummary::default() };
+        self.emit(Action::BecomeLeader { ballot, merged_from, snapshot_from, entries: summaries, sessions }, out);
         self.execute_committed(out);
         self.send_heartbeats(out);
         self.try_propose(out);

@@ -269,7 +269,7 @@ impl Replica {
             f.last_heard = self.now;
         }
         if self.recovered {
-            self.emit(Action::Recover, out);
+            self.emit(Action::Recover { sessions: self.sm.sessions_summary() }, out);
         }
         self.arm_election(self.now, out);
     }

@@ -189,7 +189,7 @@ impl Cluster {
                 // A collection: the test drives `GcDone` itself.
                 Output::Collect { .. } => self.collections.push(id),
                 Output::Trace(ev) => {
-                    if let Action::Execute { slot, value } = &ev.action {
+                    if let Action::Execute { slot, value, .. } = &ev.action {
                         match self.executed.get(slot) {
                             None => {
                                 self.executed.insert(*slot, (id, value.clone()));
