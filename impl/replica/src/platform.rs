@@ -3,7 +3,12 @@
 //! sockets, `std::fs`, `SystemTime`); with the `turmoil` feature they are
 //! turmoil's simulated ones, so that the unchanged node runs as a host of a
 //! deterministic simulation (`dsim/turmoil`, docs/simulator.md "Three
-//! layers"). Nothing else in the replica names tokio's sockets, `std::fs`
+//! layers"). With the `madsim` feature (and `--cfg madsim`) `tokio` is
+//! madsim-tokio (src/lib.rs) and the sockets are madsim's, wrapped here to
+//! tokio's shape (`madsim_net.rs`); files stay `std::fs`: madsim's own file
+//! system is asynchronous and never loses unsynced data, so the madsim
+//! layer (`dsim/madsim`) judges everything but crash durability, which the
+//! turmoil layer judges. Nothing else in the replica names tokio's sockets, `std::fs`
 //! for its durable state, or the wall clock.
 //!
 //! Background work follows the same switch ([`BACKGROUND_THREADS`]): the
@@ -16,14 +21,21 @@ use std::net::SocketAddr;
 
 /// Whether the write-ahead log may use OS threads (group commit, spare
 /// segments, snapshots). Off under simulation: one thread runs everything.
-pub const BACKGROUND_THREADS: bool = !cfg!(feature = "turmoil");
+/// (madsim refuses to spawn OS threads inside a simulation.)
+pub const BACKGROUND_THREADS: bool = !cfg!(any(feature = "turmoil", feature = "madsim"));
 
-/// Sockets: tokio's, or turmoil's simulated ones.
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+#[path = "madsim_net.rs"]
+mod madsim_net;
+
+/// Sockets: tokio's, or turmoil's or madsim's simulated ones.
 pub mod net {
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use tokio::net::{TcpListener, TcpStream};
+    #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+    pub use super::madsim_net::{OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
     #[cfg(feature = "turmoil")]
     pub use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
     #[cfg(feature = "turmoil")]
@@ -60,8 +72,31 @@ pub fn listen_addr(addr: SocketAddr) -> SocketAddr {
     }
 }
 
+/// SIGUSR1, the campaigns' request for a full collection. A madsim host
+/// has no signals (madsim's tokio has only `ctrl_c`): none arrive.
+#[cfg(not(all(feature = "madsim", not(feature = "turmoil"))))]
+pub fn usr1() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+}
+
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+pub fn usr1() -> std::io::Result<NoSignal> {
+    Ok(NoSignal)
+}
+
+/// A signal stream on which nothing arrives.
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+pub struct NoSignal;
+
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+impl NoSignal {
+    pub async fn recv(&mut self) -> Option<()> {
+        std::future::pending().await
+    }
+}
+
 /// Wall-clock time since the Unix epoch (the simulation's clock under
-/// turmoil). Read for the core's clock epoch and for identifiers that must
+/// turmoil and madsim, which fakes the process clock). Read for the core's clock epoch and for identifiers that must
 /// not repeat across restarts; never for durations.
 pub fn since_epoch() -> std::time::Duration {
     #[cfg(feature = "turmoil")]
