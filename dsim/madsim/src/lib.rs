@@ -1,0 +1,208 @@
+//! The madsim layer of stutter's deterministic simulation
+//! (docs/simulator.md, "Three layers"): three (or five) unchanged replicas
+//! (node, write-ahead log, client protocols) and the real client library
+//! run as madsim nodes on one thread, with madsim's simulated network,
+//! clock and task scheduling. What this layer adds to the turmoil layer:
+//! stop-the-world pauses of a whole node (`Handle::pause`: its tasks stop
+//! while its timers and incoming messages pile up, as in a GC pause),
+//! packet loss under TCP (retransmitted, so it is delay and reordering of
+//! connection attempts), and a scheduler whose order of ready tasks is
+//! drawn from the seed.
+//!
+//! The replicas' files are real files in a fresh directory under
+//! `/dev/shm` per run: madsim's file system is asynchronous (the log's is
+//! `std::fs`) and never loses unsynced data, so a crash here (`kill`) keeps
+//! everything written; crash durability is judged by the turmoil layer.
+//!
+//! The checkers are the turmoil layer's own source files
+//! (`dsim/turmoil/src/{history,check}.rs`, compiled here by path): the
+//! same linearizability search, lost-write and digest checks, and hash.
+//!
+//! `run(seed, &Options)` runs one seed and judges it; the same seed gives
+//! the same [`Outcome::hash`]. [`check_determinism`] runs a seed twice
+//! under madsim's own check, which compares every random draw.
+
+pub mod cluster;
+pub mod faults;
+pub mod workload;
+
+#[path = "../../turmoil/src/check.rs"]
+pub mod check;
+#[path = "../../turmoil/src/history.rs"]
+pub mod history;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use madsim::runtime::{Handle, Runtime};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::history::{Finals, History};
+
+/// Simulated time after which a run is abandoned (a run that never ends).
+pub const TIME_LIMIT: Duration = Duration::from_secs(900);
+
+/// What a run does besides the seed.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Replicas in the cluster (3 or 5; any count from 2 runs).
+    pub replicas: usize,
+    /// Client nodes, each with one outstanding request at a time.
+    pub clients: usize,
+    /// Operations per client.
+    pub ops: usize,
+    /// Keys the operations spread over.
+    pub keys: u64,
+    /// Inject faults (pauses, kills, partitions, clogged links, loss).
+    pub faults: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true }
+    }
+}
+
+/// The result of one seed.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub seed: u64,
+    /// Hash of everything the run observed: the history (operations,
+    /// outcomes and simulated times), the faults applied and each
+    /// replica's final status. Equal for two runs of the same seed.
+    pub hash: u64,
+    pub violations: Vec<String>,
+    pub ops: usize,
+    pub acknowledged: usize,
+    pub faults: Vec<String>,
+    pub sim_time: Duration,
+}
+
+/// The network of a seed: latency 1 ms to 2-5 ms (drawn), no loss until
+/// the fault plan adds some.
+fn config(max_latency_ms: u64) -> madsim::Config {
+    let mut c = madsim::Config::default();
+    c.net.send_latency = Duration::from_millis(1)..Duration::from_millis(max_latency_ms.max(2));
+    c
+}
+
+/// Runs seed `seed`. An `Err` is a run that could not finish (a panic of a
+/// replica or of the harness, madsim's time limit): a failure as well.
+pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
+    let plan = plan(seed, opts);
+    let mut rt = Runtime::with_seed_and_config(seed, config(plan.max_latency_ms));
+    rt.set_time_limit(TIME_LIMIT);
+    let dir = DataDir::new()?;
+    let opts = opts.clone();
+    let path = dir.path().to_path_buf();
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(simulate(seed, opts, plan, path))));
+    drop(rt);
+    out.map_err(|p| anyhow::anyhow!("seed {seed} panicked: {}", panic_message(&p)))
+}
+
+/// The options [`check_determinism`] runs with (madsim's check takes a
+/// plain `fn`, which cannot capture them).
+static DETERMINISM_OPTIONS: Mutex<Option<Options>> = Mutex::new(None);
+
+/// Runs seed `seed` twice under `madsim::runtime::Runtime::check_determinism`,
+/// which logs every random draw of the first run and panics at the first
+/// draw of the second that differs; returns the second run's outcome.
+pub fn check_determinism(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
+    let plan = plan(seed, opts);
+    // One check at a time per process: the options live in a static.
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    *DETERMINISM_OPTIONS.lock().unwrap_or_else(|p| p.into_inner()) = Some(opts.clone());
+    let out = std::panic::catch_unwind(|| Runtime::check_determinism(seed, config(plan.max_latency_ms), determinism_body));
+    out.map_err(|p| anyhow::anyhow!("seed {seed}: {}", panic_message(&p)))?
+}
+
+async fn determinism_body() -> anyhow::Result<Outcome> {
+    let seed = Handle::current().seed();
+    let opts = DETERMINISM_OPTIONS.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default();
+    let plan = plan(seed, &opts);
+    let dir = DataDir::new()?;
+    let out = simulate(seed, opts, plan, dir.path().to_path_buf()).await;
+    Ok(out)
+}
+
+fn plan(seed: u64, opts: &Options) -> faults::Plan {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    if opts.faults {
+        faults::Plan::draw(&mut rng, opts.replicas.max(2), opts.clients)
+    } else {
+        faults::Plan::none()
+    }
+}
+
+/// One run inside the madsim runtime: the cluster, the clients and the
+/// faults until the clients finish; then everything healed, the final
+/// reads, and the verdict.
+async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) -> Outcome {
+    let handle = Handle::current();
+    let replicas = opts.replicas.max(2);
+    // The workload's draws come after the plan's, from the same seed.
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let cfg = cluster::config(replicas);
+    let nodes = cluster::start(&handle, &cfg, seed, &dir);
+    let history: Arc<Mutex<History>> = Arc::default();
+    let finals: Arc<Mutex<Finals>> = Arc::default();
+    let (client_ids, clients) = workload::start(&handle, &cfg, &opts, rng.next_u64(), history.clone());
+    let mut driver = faults::Driver::new(&plan, nodes, client_ids);
+    while !clients.iter().all(|c| c.is_finished()) {
+        driver.tick(&handle);
+        madsim::time::sleep(faults::TICK).await;
+    }
+    driver.heal(&handle);
+    let reader = workload::finish(&handle, &cfg, &opts, history.clone(), finals.clone());
+    while !reader.is_finished() {
+        // Only the supervisor runs now: a replica that stopped restarts.
+        driver.supervise(&handle);
+        madsim::time::sleep(faults::TICK).await;
+    }
+    let h = history.lock().unwrap_or_else(|p| p.into_inner());
+    let f = finals.lock().unwrap_or_else(|p| p.into_inner());
+    let violations = check::all(&h, &f);
+    let hash = check::hash(&h, &driver.applied, &f);
+    Outcome {
+        seed,
+        hash,
+        violations,
+        ops: h.ops.len(),
+        acknowledged: h.ops.iter().filter(|o| o.acknowledged()).count(),
+        faults: driver.applied.clone(),
+        sim_time: madsim::time::TimeHandle::current().elapsed(),
+    }
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
+}
+
+/// A fresh directory for one run's replica files, on tmpfs (the log's
+/// fsyncs cost nothing there), removed when the run ends.
+struct DataDir(PathBuf);
+
+impl DataDir {
+    fn new() -> anyhow::Result<DataDir> {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        let p = base.join(format!("stutter-dsim-madsim-{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p)?;
+        Ok(DataDir(p))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
