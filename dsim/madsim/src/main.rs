@@ -50,6 +50,9 @@ enum Cmd {
     Swarm {
         #[arg(long, default_value = "0..100", value_parser = parse_range)]
         seeds: Range<u64>,
+        /// Print every seed's hash (to compare with `run --seed`).
+        #[arg(long)]
+        hashes: bool,
     },
 }
 
@@ -94,12 +97,16 @@ fn main() -> Result<()> {
                 std::process::exit(1);
             }
         }
-        Cmd::Swarm { seeds } => {
+        Cmd::Swarm { seeds, hashes } => {
             let started = Instant::now();
             let count = seeds.end.saturating_sub(seeds.start);
             let mut failed = Vec::new();
             for seed in seeds {
-                match run(seed, &opts) {
+                let r = run(seed, &opts);
+                if let (true, Ok(o)) = (hashes, &r) {
+                    println!("seed {seed} hash {:016x}", o.hash);
+                }
+                match r {
                     Ok(o) if o.violations.is_empty() => {}
                     Ok(o) => {
                         println!("seed {seed} FAILED: {}", o.violations.join("; "));
