@@ -19,8 +19,7 @@
 //! same linearizability search, lost-write and digest checks, and hash.
 //!
 //! `run(seed, &Options)` runs one seed and judges it; the same seed gives
-//! the same [`Outcome::hash`]. [`check_determinism`] runs a seed twice
-//! under madsim's own check, which compares every random draw.
+//! the same [`Outcome::hash`], also inside a swarm.
 
 pub mod cluster;
 pub mod faults;
@@ -124,32 +123,6 @@ fn run_here(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     }));
     drop(rt);
     out.map_err(|p| anyhow::anyhow!("seed {seed} panicked: {}", panic_message(&p)))
-}
-
-/// The options [`check_determinism`] runs with (madsim's check takes a
-/// plain `fn`, which cannot capture them).
-static DETERMINISM_OPTIONS: Mutex<Option<Options>> = Mutex::new(None);
-
-/// Runs seed `seed` twice under `madsim::runtime::Runtime::check_determinism`,
-/// which logs every random draw of the first run and panics at the first
-/// draw of the second that differs; returns the second run's outcome.
-pub fn check_determinism(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
-    let plan = plan(seed, opts);
-    // One check at a time per process: the options live in a static.
-    static ONE: Mutex<()> = Mutex::new(());
-    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
-    *DETERMINISM_OPTIONS.lock().unwrap_or_else(|p| p.into_inner()) = Some(opts.clone());
-    let out = std::panic::catch_unwind(|| Runtime::check_determinism(seed, config(plan.max_latency_ms), determinism_body));
-    out.map_err(|p| anyhow::anyhow!("seed {seed}: {}", panic_message(&p)))?
-}
-
-async fn determinism_body() -> anyhow::Result<Outcome> {
-    let seed = Handle::current().seed();
-    let opts = DETERMINISM_OPTIONS.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default();
-    let plan = plan(seed, &opts);
-    let dir = DataDir::new()?;
-    let out = simulate(seed, opts, plan, dir.path().to_path_buf()).await;
-    Ok(out)
 }
 
 fn plan(seed: u64, opts: &Options) -> faults::Plan {

@@ -3,7 +3,6 @@
 //! ```text
 //! stutter-dsim-madsim run --seed 7             # one seed, its verdict and hash
 //! stutter-dsim-madsim run --seed 7 --log       # the same run with the replicas' logs
-//! stutter-dsim-madsim run --seed 7 --check     # twice, under madsim's determinism check
 //! stutter-dsim-madsim swarm --seeds 0..500
 //! stutter-dsim-madsim swarm --seeds 0..100 --replicas 5
 //! ```
@@ -13,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use stutter_dsim_madsim::{check_determinism, run, Options, Outcome};
+use stutter_dsim_madsim::{run, Options, Outcome};
 
 #[derive(Parser)]
 struct Args {
@@ -42,9 +41,6 @@ enum Cmd {
         /// Print the logs (RUST_LOG filters them; default info).
         #[arg(long)]
         log: bool,
-        /// Run the seed twice under madsim's determinism check.
-        #[arg(long)]
-        check: bool,
     },
     /// Runs the seeds `A..B`; prints each failing seed.
     Swarm {
@@ -86,12 +82,12 @@ fn main() -> Result<()> {
     }
     let opts = Options { replicas: args.replicas, clients: args.clients, ops: args.ops, faults: !args.no_faults, ..Options::default() };
     match args.cmd {
-        Cmd::Run { seed, log, check } => {
+        Cmd::Run { seed, log } => {
             if log {
                 let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
                 tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
             }
-            let o = if check { check_determinism(seed, &opts)? } else { run(seed, &opts)? };
+            let o = run(seed, &opts)?;
             print(&o);
             if !o.violations.is_empty() {
                 std::process::exit(1);
