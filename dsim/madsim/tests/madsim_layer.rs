@@ -12,6 +12,7 @@
 //! `cargo test --release` in dsim/madsim runs them; `SWARM_SEEDS=500`
 //! widens the swarms.
 
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
 use std::collections::BTreeSet;
 
 use stutter_dsim_madsim::{run, Options};
