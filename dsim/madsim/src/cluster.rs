@@ -1,6 +1,7 @@
 //! The simulated cluster: replica nodes running the unchanged node
 //! (`stutter_replica::node::run`) on madsim's network and clock, each with
-//! its own data directory on the real (tmpfs) file system.
+//! its own data directory on the replica's in-memory simulated disk
+//! (`stutter_replica::platform::fs` under the `madsim` feature).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
@@ -9,6 +10,7 @@ use madsim::runtime::Handle;
 use madsim::task::NodeId;
 use stutter_replica::config::ClusterConfig;
 use stutter_replica::node::{run, NodeOptions};
+use stutter_replica::platform::fs as simfs;
 
 /// Replicas of a run unless `Options::replicas` says otherwise.
 pub const DEFAULT_REPLICAS: usize = 3;
@@ -41,13 +43,17 @@ pub fn config(replicas: usize) -> ClusterConfig {
 
 /// Creates one madsim node per replica; each runs the node from its
 /// initial task, which madsim runs again on every `restart`.
-pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path) -> Vec<NodeId> {
+pub fn data_dir(dir: &Path, i: usize) -> std::path::PathBuf {
+    dir.join(format!("r{i}"))
+}
+
+pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path, no_fsync: bool) -> Vec<NodeId> {
     let mut ids = Vec::new();
     for i in 0..cfg.replica.len() {
-        let data_dir = dir.join(format!("r{i}"));
+        let data_dir = data_dir(dir, i);
         // The data directory exists before the replica starts (an
         // operator's step).
-        if let Err(e) = std::fs::create_dir_all(&data_dir) {
+        if let Err(e) = simfs::create_dir_all(&data_dir) {
             panic!("cannot create {}: {e}", data_dir.display());
         }
         let cfg = cfg.clone();
@@ -61,7 +67,7 @@ pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path) -> Vec
                     id: i as stutter_core::ReplicaId,
                     data_dir: data_dir.clone(),
                     trace: None,
-                    unsafe_no_fsync: false,
+                    unsafe_no_fsync: no_fsync,
                     unsafe_local_reads: false,
                     calibrate: None,
                     seed: Some(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),

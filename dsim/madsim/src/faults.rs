@@ -1,7 +1,8 @@
 //! The fault schedule of a seed and the loop that applies it while the
 //! clients run: a replica paused (stop-the-world, as a GC pause: its tasks
 //! stop while its timers and incoming messages pile up) and resumed, a
-//! replica killed (its tasks dropped, its sockets closed) and restarted, a
+//! replica killed (its tasks dropped, its sockets closed, what it had not
+//! synced to its simulated disk lost: a machine's crash) and restarted, a
 //! power loss of the whole cluster, a replica isolated (all its links
 //! clogged), a link between two replicas or between a replica and a
 //! client clogged, and a window of packet loss. madsim's TCP is reliable:
@@ -17,6 +18,7 @@ use std::time::Duration;
 use madsim::net::NetSim;
 use madsim::runtime::Handle;
 use madsim::task::NodeId;
+use stutter_replica::platform::fs::crash;
 use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -113,6 +115,8 @@ pub struct Driver {
     pending: Vec<Event>,
     undo: Vec<(Duration, Undo)>,
     replicas: Vec<NodeId>,
+    /// Each replica's data directory on the simulated disk.
+    dirs: Vec<std::path::PathBuf>,
     clients: Vec<NodeId>,
     /// Replicas killed by the plan (the supervisor leaves them down).
     down: Vec<bool>,
@@ -124,11 +128,11 @@ fn now() -> Duration {
 }
 
 impl Driver {
-    pub fn new(plan: &Plan, replicas: Vec<NodeId>, clients: Vec<NodeId>) -> Driver {
+    pub fn new(plan: &Plan, replicas: Vec<NodeId>, dirs: Vec<std::path::PathBuf>, clients: Vec<NodeId>) -> Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
         let n = replicas.len();
-        Driver { pending, undo: Vec::new(), replicas, clients, down: vec![false; n], applied: Vec::new() }
+        Driver { pending, undo: Vec::new(), replicas, dirs, clients, down: vec![false; n], applied: Vec::new() }
     }
 
     fn log(&mut self, now: Duration, what: String) {
@@ -154,6 +158,7 @@ impl Driver {
                 Fault::Kill(i) => {
                     if !self.down[i] {
                         handle.kill(self.replicas[i]);
+                        crash(&self.dirs[i]);
                         self.down[i] = true;
                         self.log(now, format!("kill r{i}"));
                         self.undo.push((until, Undo::Restart(vec![i])));
@@ -163,6 +168,7 @@ impl Driver {
                     let up: Vec<usize> = (0..self.down.len()).filter(|i| !self.down[*i]).collect();
                     for &i in &up {
                         handle.kill(self.replicas[i]);
+                        crash(&self.dirs[i]);
                         self.down[i] = true;
                     }
                     self.log(now, format!("power loss {up:?}"));

@@ -9,10 +9,11 @@
 //! connection attempts), and a scheduler whose order of ready tasks is
 //! drawn from the seed.
 //!
-//! The replicas' files are real files in a fresh directory under
-//! `/dev/shm` per run: madsim's file system is asynchronous (the log's is
-//! `std::fs`) and never loses unsynced data, so a crash here (`kill`) keeps
-//! everything written; crash durability is judged by the turmoil layer.
+//! The replicas' files are on the replica's own in-memory disk
+//! (`impl/replica/src/madsim_fs.rs`, the replica's `platform::fs` under the
+//! `madsim` feature): a kill is a crash of the node's machine, which loses
+//! what was not synced (bytes at `sync_all`/`sync_data`, names at the
+//! directory's sync). madsim's own file system never loses unsynced data.
 //!
 //! The checkers are the turmoil layer's own source files
 //! (`dsim/turmoil/src/{history,check}.rs`, compiled here by path): the
@@ -57,11 +58,15 @@ pub struct Options {
     pub keys: u64,
     /// Inject faults (pauses, kills, partitions, clogged links, loss).
     pub faults: bool,
+    /// Negative control: the replicas never sync (`NodeOptions::
+    /// unsafe_no_fsync`), so a kill loses acknowledged records on the
+    /// simulated disk (a file system that kept unsynced data would hide it).
+    pub no_fsync: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true }
+        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true, no_fsync: false }
     }
 }
 
@@ -143,11 +148,12 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
     // The workload's draws come after the plan's, from the same seed.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
     let cfg = cluster::config(replicas);
-    let nodes = cluster::start(&handle, &cfg, seed, &dir);
+    let nodes = cluster::start(&handle, &cfg, seed, &dir, opts.no_fsync);
     let history: Arc<Mutex<History>> = Arc::default();
     let finals: Arc<Mutex<Finals>> = Arc::default();
     let (client_ids, clients) = workload::start(&handle, &cfg, &opts, rng.next_u64(), history.clone());
-    let mut driver = faults::Driver::new(&plan, nodes, client_ids);
+    let dirs = (0..replicas).map(|i| cluster::data_dir(&dir, i)).collect();
+    let mut driver = faults::Driver::new(&plan, nodes, dirs, client_ids);
     while !clients.iter().all(|c| c.is_finished()) {
         driver.tick(&handle);
         madsim::time::sleep(faults::TICK).await;
@@ -178,17 +184,15 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
 }
 
-/// A fresh directory for one run's replica files, on tmpfs (the log's
-/// fsyncs cost nothing there), removed when the run ends.
+/// A directory of its own for one run's replica files on the simulated
+/// disk (shared by the runs of the process), forgotten when the run ends.
 struct DataDir(PathBuf);
 
 impl DataDir {
     fn new() -> anyhow::Result<DataDir> {
         static RUNS: AtomicU64 = AtomicU64::new(0);
-        let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-        let p = base.join(format!("stutter-dsim-madsim-{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed)));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p)?;
+        let p = PathBuf::from(format!("/madsim/run-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
+        stutter_replica::platform::fs::create_dir_all(&p)?;
         Ok(DataDir(p))
     }
 
@@ -199,6 +203,6 @@ impl DataDir {
 
 impl Drop for DataDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        stutter_replica::platform::fs::forget(&self.0);
     }
 }

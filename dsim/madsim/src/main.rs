@@ -30,6 +30,9 @@ struct Args {
     /// No faults (a baseline).
     #[arg(long, global = true)]
     no_faults: bool,
+    /// Negative control: the replicas never sync their log.
+    #[arg(long, global = true)]
+    unsafe_no_fsync: bool,
 }
 
 #[derive(Subcommand)]
@@ -80,7 +83,7 @@ fn main() -> Result<()> {
     if !(2..=9).contains(&args.replicas) {
         anyhow::bail!("--replicas {} must be from 2 to 9", args.replicas);
     }
-    let opts = Options { replicas: args.replicas, clients: args.clients, ops: args.ops, faults: !args.no_faults, ..Options::default() };
+    let opts = Options { replicas: args.replicas, clients: args.clients, ops: args.ops, faults: !args.no_faults, no_fsync: args.unsafe_no_fsync, ..Options::default() };
     match args.cmd {
         Cmd::Run { seed, log } => {
             if log {

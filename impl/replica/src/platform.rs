@@ -5,10 +5,9 @@
 //! deterministic simulation (`dsim/turmoil`, docs/simulator.md "Three
 //! layers"). With the `madsim` feature (and `--cfg madsim`) `tokio` is
 //! madsim-tokio (src/lib.rs) and the sockets are madsim's, wrapped here to
-//! tokio's shape (`madsim_net.rs`); files stay `std::fs`: madsim's own file
-//! system is asynchronous and never loses unsynced data, so the madsim
-//! layer (`dsim/madsim`) judges everything but crash durability, which the
-//! turmoil layer judges. Nothing else in the replica names tokio's sockets, `std::fs`
+//! tokio's shape (`madsim_net.rs`), and files are an in-memory disk of the
+//! replica's own (`madsim_fs.rs`): madsim's file system is asynchronous and
+//! never loses unsynced data. Nothing else in the replica names tokio's sockets, `std::fs`
 //! for its durable state, or the wall clock.
 //!
 //! Background work follows the same switch ([`BACKGROUND_THREADS`]): the
@@ -28,6 +27,10 @@ pub const BACKGROUND_THREADS: bool = !cfg!(any(feature = "turmoil", feature = "m
 #[path = "madsim_net.rs"]
 mod madsim_net;
 
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+#[path = "madsim_fs.rs"]
+mod madsim_fs;
+
 /// Sockets: tokio's, or turmoil's or madsim's simulated ones.
 pub mod net {
     #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
@@ -43,15 +46,19 @@ pub mod net {
 }
 
 /// Files of the durable state: `std::fs`, or turmoil's simulated disk
-/// (pending writes lost on a crash, torn writes, I/O errors, corruption).
+/// (pending writes lost on a crash, torn writes, I/O errors, corruption),
+/// or under madsim an in-memory disk of the replica's own (unsynced writes
+/// and names lost on a crash; `madsim_fs.rs`).
 pub mod fs {
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+    pub use super::madsim_fs::{crash, create_dir_all, forget, metadata, read, read_dir, remove_file, rename, sync_dir, File, OpenOptions};
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
     #[cfg(feature = "turmoil")]
     pub use turmoil::fs::shim::std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
 
     /// Makes the entries of `dir` (creations, renames, removals) durable.
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
         File::open(dir)?.sync_all()
     }
