@@ -7,8 +7,9 @@
 //! madsim-tokio (src/lib.rs) and the sockets are madsim's, wrapped here to
 //! tokio's shape (`madsim_net.rs`), and files are an in-memory disk of the
 //! replica's own (`madsim_fs.rs`): madsim's file system is asynchronous and
-//! never loses unsynced data. Nothing else in the replica names tokio's sockets, `std::fs`
-//! for its durable state, or the wall clock.
+//! never loses unsynced data (`dsim/madsim`). Nothing else in the replica
+//! names tokio's sockets, `std::fs` for its durable state, or the wall
+//! clock.
 //!
 //! Background work follows the same switch ([`BACKGROUND_THREADS`]): the
 //! write-ahead log's group commit, segment preparation and snapshot writing
@@ -103,8 +104,9 @@ impl NoSignal {
 }
 
 /// Wall-clock time since the Unix epoch (the simulation's clock under
-/// turmoil and madsim, which fakes the process clock). Read for the core's clock epoch and for identifiers that must
-/// not repeat across restarts; never for durations.
+/// turmoil, and under madsim, which fakes the process clock). Read for the
+/// core's clock epoch and for identifiers that must not repeat across
+/// restarts; never for durations.
 pub fn since_epoch() -> std::time::Duration {
     #[cfg(feature = "turmoil")]
     if let Some(d) = turmoil::since_epoch() {
