@@ -5,7 +5,7 @@
 //! synced to its simulated disk lost: a machine's crash) and restarted, a
 //! power loss of the whole cluster, a replica isolated (all its links
 //! clogged), a link between two replicas or between a replica and a
-//! client clogged, and a window of packet loss. madsim's TCP is reliable:
+//! client clogged, a window of packet loss, and a window of long delays. madsim's TCP is reliable:
 //! a clogged link or a lost packet is retransmitted with back-off, so to
 //! the node these are delays, as on a real network, and the connection
 //! survives; a connection attempt that meets one is refused.
@@ -41,6 +41,8 @@ pub enum Fault {
     CutClient(usize, usize),
     /// Lose this fraction of packets, everywhere.
     Loss(f64),
+    /// Delay every packet by 1 ms up to this many ms, everywhere.
+    Slow(u64),
 }
 
 #[derive(Clone, Debug)]
@@ -81,7 +83,7 @@ impl Plan {
             let mut lasts = ms(50 + below(rng, 1950));
             let a = below(rng, replicas) as usize;
             let b = (a + 1 + below(rng, replicas - 1) as usize) % replicas as usize;
-            let fault = match below(rng, 12) {
+            let fault = match below(rng, 13) {
                 0..=2 => {
                     lasts = ms(20 + below(rng, 1980));
                     Fault::Pause(a)
@@ -91,7 +93,8 @@ impl Plan {
                 6..=7 => Fault::Isolate(a),
                 8 => Fault::Clog(a, b),
                 9..=10 => Fault::CutClient(a, below(rng, clients.max(1) as u64) as usize),
-                _ => Fault::Loss([0.05, 0.1, 0.2, 0.4][below(rng, 4) as usize]),
+                11 => Fault::Loss([0.05, 0.1, 0.2, 0.4][below(rng, 4) as usize]),
+                _ => Fault::Slow([20, 50, 200][below(rng, 3) as usize]),
             };
             events.push(Event { at, fault, lasts });
         }
@@ -108,6 +111,7 @@ enum Undo {
     Unclog(Vec<(NodeId, NodeId)>),
     UnclogNode(usize),
     NoLoss,
+    Fast,
 }
 
 /// Applies faults and undoes them on time.
@@ -118,6 +122,8 @@ pub struct Driver {
     /// Each replica's data directory on the simulated disk.
     dirs: Vec<std::path::PathBuf>,
     clients: Vec<NodeId>,
+    /// The seed's latency (restored when a slow window ends).
+    max_latency_ms: u64,
     /// Replicas killed by the plan (the supervisor leaves them down).
     down: Vec<bool>,
     pub applied: Vec<String>,
@@ -132,7 +138,7 @@ impl Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
         let n = replicas.len();
-        Driver { pending, undo: Vec::new(), replicas, dirs, clients, down: vec![false; n], applied: Vec::new() }
+        Driver { pending, undo: Vec::new(), replicas, dirs, clients, max_latency_ms: plan.max_latency_ms, down: vec![false; n], applied: Vec::new() }
     }
 
     fn log(&mut self, now: Duration, what: String) {
@@ -201,6 +207,11 @@ impl Driver {
                     self.log(now, format!("loss {p}"));
                     self.undo.push((until, Undo::NoLoss));
                 }
+                Fault::Slow(max) => {
+                    net.update_config(|c| c.send_latency = Duration::from_millis(1)..Duration::from_millis(max));
+                    self.log(now, format!("slow {max}ms"));
+                    self.undo.push((until, Undo::Fast));
+                }
             }
         }
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.undo).into_iter().partition(|(t, _)| *t <= now);
@@ -250,6 +261,11 @@ impl Driver {
             Undo::NoLoss => {
                 net.update_config(|c| c.packet_loss_rate = 0.0);
                 self.log(now, "no loss".into());
+            }
+            Undo::Fast => {
+                let max = self.max_latency_ms.max(2);
+                net.update_config(|c| c.send_latency = Duration::from_millis(1)..Duration::from_millis(max));
+                self.log(now, "fast".into());
             }
         }
     }
