@@ -3,8 +3,13 @@
 //! sockets, `std::fs`, `SystemTime`); with the `turmoil` feature they are
 //! turmoil's simulated ones, so that the unchanged node runs as a host of a
 //! deterministic simulation (`dsim/turmoil`, docs/simulator.md "Three
-//! layers"). Nothing else in the replica names tokio's sockets, `std::fs`
-//! for its durable state, or the wall clock.
+//! layers"). With the `madsim` feature (and `--cfg madsim`) `tokio` is
+//! madsim-tokio (src/lib.rs) and the sockets are madsim's, wrapped here to
+//! tokio's shape (`madsim_net.rs`), and files are an in-memory disk of the
+//! replica's own (`madsim_fs.rs`): madsim's file system is asynchronous and
+//! never loses unsynced data (`dsim/madsim`). Nothing else in the replica
+//! names tokio's sockets, `std::fs` for its durable state, or the wall
+//! clock.
 //!
 //! Background work follows the same switch ([`BACKGROUND_THREADS`]): the
 //! write-ahead log's group commit, segment preparation and snapshot writing
@@ -16,14 +21,25 @@ use std::net::SocketAddr;
 
 /// Whether the write-ahead log may use OS threads (group commit, spare
 /// segments, snapshots). Off under simulation: one thread runs everything.
-pub const BACKGROUND_THREADS: bool = !cfg!(feature = "turmoil");
+/// (madsim refuses to spawn OS threads inside a simulation.)
+pub const BACKGROUND_THREADS: bool = !cfg!(any(feature = "turmoil", feature = "madsim"));
 
-/// Sockets: tokio's, or turmoil's simulated ones.
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+#[path = "madsim_net.rs"]
+mod madsim_net;
+
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+#[path = "madsim_fs.rs"]
+mod madsim_fs;
+
+/// Sockets: tokio's, or turmoil's or madsim's simulated ones.
 pub mod net {
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use tokio::net::{TcpListener, TcpStream};
+    #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+    pub use super::madsim_net::{OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
     #[cfg(feature = "turmoil")]
     pub use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
     #[cfg(feature = "turmoil")]
@@ -31,15 +47,19 @@ pub mod net {
 }
 
 /// Files of the durable state: `std::fs`, or turmoil's simulated disk
-/// (pending writes lost on a crash, torn writes, I/O errors, corruption).
+/// (pending writes lost on a crash, torn writes, I/O errors, corruption),
+/// or under madsim an in-memory disk of the replica's own (unsynced writes
+/// and names lost on a crash; `madsim_fs.rs`).
 pub mod fs {
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+    pub use super::madsim_fs::{crash, create_dir_all, forget, metadata, read, read_dir, remove_file, rename, sync_dir, File, OpenOptions};
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
     #[cfg(feature = "turmoil")]
     pub use turmoil::fs::shim::std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
 
     /// Makes the entries of `dir` (creations, renames, removals) durable.
-    #[cfg(not(feature = "turmoil"))]
+    #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
         File::open(dir)?.sync_all()
     }
@@ -60,9 +80,33 @@ pub fn listen_addr(addr: SocketAddr) -> SocketAddr {
     }
 }
 
+/// SIGUSR1, the campaigns' request for a full collection. A madsim host
+/// has no signals (madsim's tokio has only `ctrl_c`): none arrive.
+#[cfg(not(all(feature = "madsim", not(feature = "turmoil"))))]
+pub fn usr1() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+}
+
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+pub fn usr1() -> std::io::Result<NoSignal> {
+    Ok(NoSignal)
+}
+
+/// A signal stream on which nothing arrives.
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+pub struct NoSignal;
+
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+impl NoSignal {
+    pub async fn recv(&mut self) -> Option<()> {
+        std::future::pending().await
+    }
+}
+
 /// Wall-clock time since the Unix epoch (the simulation's clock under
-/// turmoil). Read for the core's clock epoch and for identifiers that must
-/// not repeat across restarts; never for durations.
+/// turmoil, and under madsim, which fakes the process clock). Read for the
+/// core's clock epoch and for identifiers that must not repeat across
+/// restarts; never for durations.
 pub fn since_epoch() -> std::time::Duration {
     #[cfg(feature = "turmoil")]
     if let Some(d) = turmoil::since_epoch() {

@@ -246,7 +246,8 @@ impl GcDriver {
     /// When the loop must call [`GcDriver::wake`] if nothing else happens.
     pub fn next_wakeup(&self) -> Option<tokio::time::Instant> {
         let t = self.collector.next_wakeup()?;
-        Some(tokio::time::Instant::from_std(self.t0 + Duration::from_micros(t)))
+        // `into`, not `from_std`: under madsim tokio's instant is std's.
+        Some((self.t0 + Duration::from_micros(t)).into())
     }
 
     pub fn status(&self) -> GcStatus {

@@ -171,7 +171,7 @@ fn local_reads(_: &mut stutter_core::Config) -> Result<()> {
 
 /// Turns SIGTERM or SIGINT into the loop's shutdown (the trace file is
 /// flushed; everything acknowledged is in the write-ahead log).
-#[cfg(not(feature = "turmoil"))]
+#[cfg(not(any(feature = "turmoil", feature = "madsim")))]
 async fn forward_shutdown(stop: oneshot::Sender<()>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
@@ -190,7 +190,7 @@ async fn forward_shutdown(stop: oneshot::Sender<()>) {
 
 /// A simulated host has no signals (and tokio's signal driver needs a
 /// real reactor): the simulation crashes or stops it instead.
-#[cfg(feature = "turmoil")]
+#[cfg(any(feature = "turmoil", feature = "madsim"))]
 async fn forward_shutdown(stop: oneshot::Sender<()>) {
     std::future::pending::<()>().await;
     drop(stop);

@@ -57,7 +57,7 @@ impl ProtocolLoop {
         // SIGUSR1 asks the collector model for a full collection (the
         // campaigns' `gc` nemesis): at once, or through the coordination.
         let mut gc_asked = match self.gc {
-            Some(_) => match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()) {
+            Some(_) => match crate::platform::usr1() {
                 Ok(s) => Some(s),
                 Err(e) => {
                     tracing::warn!(error = %e, "no SIGUSR1 handler: collections cannot be asked for");

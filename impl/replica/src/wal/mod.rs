@@ -57,7 +57,7 @@ const SNAPSHOT: &str = "snapshot.bin";
 /// own, extended by appending). Small under simulation: a simulated disk
 /// keeps every byte in memory, and small segments make the simulation
 /// cross segment boundaries, recycle and retire segments often.
-pub const SEGMENT_SIZE: u64 = if cfg!(feature = "turmoil") { 64 << 10 } else { 32 << 20 };
+pub const SEGMENT_SIZE: u64 = if cfg!(any(feature = "turmoil", feature = "madsim")) { 64 << 10 } else { 32 << 20 };
 /// Recycled segments kept beyond this are deleted.
 const MAX_RECYCLABLE: usize = 2;
 

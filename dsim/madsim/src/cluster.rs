@@ -1,0 +1,87 @@
+//! The simulated cluster: replica nodes running the unchanged node
+//! (`stutter_replica::node::run`) on madsim's network and clock, each with
+//! its own data directory on the replica's in-memory simulated disk
+//! (`stutter_replica::platform::fs` under the `madsim` feature).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+use madsim::runtime::Handle;
+use madsim::task::NodeId;
+use stutter_replica::config::ClusterConfig;
+use stutter_replica::node::{run, NodeOptions};
+use stutter_replica::platform::fs as simfs;
+
+/// Replicas of a run unless `Options::replicas` says otherwise.
+pub const DEFAULT_REPLICAS: usize = 3;
+pub const PEER_PORT: u16 = 7000;
+pub const CLIENT_PORT: u16 = 7001;
+
+pub fn replica_ip(i: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 0, i as u8 + 1))
+}
+
+pub fn client_ip(c: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 1, c as u8 + 1))
+}
+
+/// The cluster's configuration: `replicas` replicas at 10.0.0.1.., with
+/// frequent trims (snapshots written and segments retired many times per
+/// run), as in the turmoil layer.
+pub fn config(replicas: usize) -> ClusterConfig {
+    let mut toml = String::new();
+    for i in 0..replicas {
+        let ip = replica_ip(i);
+        toml.push_str(&format!("[[replica]]\nid = {i}\npeer_addr = \"{ip}:{PEER_PORT}\"\nclient_addr = \"{ip}:{CLIENT_PORT}\"\n\n"));
+    }
+    toml.push_str("[protocol]\ntrim_every = 40\ntrim_grace_ms = 200\n");
+    match toml::from_str(&toml) {
+        Ok(c) => c,
+        Err(e) => panic!("the harness's own config does not parse: {e}"),
+    }
+}
+
+/// Creates one madsim node per replica; each runs the node from its
+/// initial task, which madsim runs again on every `restart`.
+pub fn data_dir(dir: &Path, i: usize) -> std::path::PathBuf {
+    dir.join(format!("r{i}"))
+}
+
+pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path, no_fsync: bool) -> Vec<NodeId> {
+    let mut ids = Vec::new();
+    for i in 0..cfg.replica.len() {
+        let data_dir = data_dir(dir, i);
+        // The data directory exists before the replica starts (an
+        // operator's step).
+        if let Err(e) = simfs::create_dir_all(&data_dir) {
+            panic!("cannot create {}: {e}", data_dir.display());
+        }
+        let cfg = cfg.clone();
+        let node = handle
+            .create_node()
+            .name(format!("r{i}"))
+            .ip(replica_ip(i))
+            .init(move || {
+                let opts = NodeOptions {
+                    config: cfg.clone(),
+                    id: i as stutter_core::ReplicaId,
+                    data_dir: data_dir.clone(),
+                    trace: None,
+                    unsafe_no_fsync: no_fsync,
+                    unsafe_local_reads: false,
+                    calibrate: None,
+                    seed: Some(seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                };
+                async move {
+                    // A fail-stop ends the node; the driver's supervisor
+                    // restarts it, as systemd would.
+                    if let Err(e) = run(opts).await {
+                        tracing::warn!(replica = i, error = %format!("{e:#}"), "replica stopped");
+                    }
+                }
+            })
+            .build();
+        ids.push(node.id());
+    }
+    ids
+}

@@ -1,0 +1,96 @@
+//! The madsim layer's tests: a seed replays to the same result (the hash of
+//! the run), and swarms of 3- and 5-replica clusters with every fault kind
+//! pass. madsim's own `Runtime::check_determinism` is not used: its two runs
+//! sit on threads where tokio seeds the generator of `select!` from a
+//! process-wide counter that madsim does not control, so it reports draws
+//! that differ (measured: it failed on seeds of 0..10) where `run`, which
+//! seeds that generator (lib.rs, `run_here`), replays exactly.
+//!
+//! With the feature `node-bug-ack-before-sync` (the group commit
+//! acknowledges before it writes and syncs) only the negative control runs.
+//!
+//! `cargo test --release` in dsim/madsim runs them; `SWARM_SEEDS=500`
+//! widens the swarms.
+
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+use std::collections::BTreeSet;
+
+use stutter_dsim_madsim::{run, Options};
+
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+/// `SWARM_SEEDS`, at least 100: fewer may miss a fault kind.
+fn seeds() -> u64 {
+    std::env::var("SWARM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100).max(100)
+}
+
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+#[test]
+fn the_same_seed_gives_the_same_hash() {
+    let opts = Options::default();
+    let mut hashes = BTreeSet::new();
+    for seed in 0..100 {
+        let a = run(seed, &opts).unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
+        let b = run(seed, &opts).unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
+        assert_eq!(a.hash, b.hash, "seed {seed}: {:?} vs {:?}", a.faults, b.faults);
+        assert_eq!(a.violations, b.violations);
+        hashes.insert(a.hash);
+    }
+    // Different seeds differ (the hash sees the run).
+    assert_eq!(hashes.len(), 100, "two seeds gave the same hash");
+}
+
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+fn swarm(opts: &Options) {
+    let mut kinds = BTreeSet::new();
+    let mut acknowledged = 0;
+    for seed in 0..seeds() {
+        let o = run(seed, opts).unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
+        assert!(o.violations.is_empty(), "seed {seed}: {:?}\nfaults: {:?}", o.violations, o.faults);
+        for f in &o.faults {
+            kinds.insert(f.split_whitespace().nth(1).unwrap_or("").to_string());
+        }
+        acknowledged += o.acknowledged;
+    }
+    for k in ["pause", "kill", "power", "isolate", "clog", "cut", "loss", "slow"] {
+        assert!(kinds.contains(k), "no {k} fault in the swarm: {kinds:?}");
+    }
+    assert!(acknowledged > 0, "nothing was acknowledged");
+}
+
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+#[test]
+fn a_swarm_of_three_replicas_with_every_fault_kind_passes() {
+    swarm(&Options::default());
+}
+
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+#[test]
+fn a_swarm_of_five_replicas_with_every_fault_kind_passes() {
+    swarm(&Options { replicas: 5, ..Options::default() });
+}
+
+/// The replicas never sync (`Options::no_fsync`): a kill is a crash of the
+/// node's machine on the simulated disk, which loses what was not synced,
+/// acknowledged or not.
+#[cfg(not(feature = "node-bug-ack-before-sync"))]
+#[test]
+fn teeth_no_fsync_is_caught_by_the_simulated_disk() {
+    // Measured: 33 of seeds 0..100 fail, the first at seed 3.
+    let opts = Options { no_fsync: true, ..Options::default() };
+    let caught = (0..10).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
+    assert!(caught.is_some(), "no fsync survived 10 seeds");
+}
+
+/// The group commit acknowledges before it syncs: the log buffers a
+/// group's records in the process and writes and syncs them in one call
+/// after the simulated sync time (10 ms, impl/replica/src/wal/mod.rs), so a
+/// kill in that window takes acknowledged records away; a power loss of
+/// the whole cluster loses them for good.
+#[cfg(feature = "node-bug-ack-before-sync")]
+#[test]
+fn teeth_ack_before_sync_is_caught() {
+    // Measured: seeds 0..500 catch it 20 times, the first at seed 15.
+    let opts = Options::default();
+    let caught = (0..60).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
+    assert!(caught.is_some(), "ack-before-sync survived 60 seeds");
+}
