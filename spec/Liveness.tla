@@ -65,8 +65,8 @@ LNext == Next /\ ElectionsByElectors
 On(flag) == IF flag THEN Replicas ELSE {}
 
 \* Each fair action leaves the coordination and pre-vote state (constant
-\* here) as it is: the protocol's actions do not name it, and TLC's ENABLED needs
-\* every variable determined.
+\* here) as it is: the protocol's actions do not name them, and TLC's
+\* ENABLED needs every variable determined.
 ElectionFairness ==
     /\ \A r \in Electors : WF_vars(StartElection(r) /\ UNCHANGED <<gc, pv>>)
     /\ \A r \in Replicas :
