@@ -1074,7 +1074,7 @@ Next ==
     \/ \E r \in Replicas :
         \/ ~Paused(r) /\ BecomeLeader(r) /\ PvAfter(r, FALSE)
         \/ ~Paused(r) /\ CoreStep(r) /\ GcAfterCore(r)
-        \/ Crash(r) /\ gc' = IF GcCoordination THEN GcForget(gc, r) ELSE gc   \* a crash ends a collection
+        \/ Crash(r) /\ gc' = (IF GcCoordination THEN GcForget(gc, r) ELSE gc)   \* a crash ends a collection
                    /\ PvAfter(r, FALSE)
         \/ LeaseExpire(r)
         \/ \E c \in Replicas : BridgeCut(r, c)
