@@ -50,6 +50,7 @@ CONSTANT Electors   \* replicas that may start elections (A2)
 ASSUME /\ Electors \subseteq Replicas /\ Electors # {}
        /\ MaxCrashes = 0 /\ ModelDrop = FALSE            \* A1
        /\ ~GcCoordination   \* coordination is not part of the liveness models
+       /\ ~PreVote          \* nor is pre-vote (the election timer is StartElection)
 
 \* A2: a step may take a fresh ballot only for an Elector.  Stated on the
 \* ballot owners so that it holds for any action of Next.
@@ -63,30 +64,30 @@ LNext == Next /\ ElectionsByElectors
 \* (no work for TLC).
 On(flag) == IF flag THEN Replicas ELSE {}
 
-\* Each fair action leaves the coordination state (constant here) as it
-\* is: the protocol's actions do not name it, and TLC's ENABLED needs
-\* every variable determined.
+\* Each fair action leaves the coordination and pre-vote state (constant
+\* here) as it is: the protocol's actions do not name them, and TLC's
+\* ENABLED needs every variable determined.
 ElectionFairness ==
-    /\ \A r \in Electors : WF_vars(StartElection(r) /\ UNCHANGED gc)
+    /\ \A r \in Electors : WF_vars(StartElection(r) /\ UNCHANGED <<gc, pv>>)
     /\ \A r \in Replicas :
-         /\ WF_vars(\E m \in msgs : HandlePrepare(r, m) /\ UNCHANGED gc)
-         /\ WF_vars(BecomeLeader(r) /\ UNCHANGED gc)
+         /\ WF_vars(\E m \in msgs : HandlePrepare(r, m) /\ UNCHANGED <<gc, pv>>)
+         /\ WF_vars(BecomeLeader(r) /\ UNCHANGED <<gc, pv>>)
 ReplicationFairness ==
     \A r \in Replicas :
-       /\ WF_vars(\E m \in msgs : HandleAccept(r, m) /\ UNCHANGED gc)
-       /\ WF_vars(HandleAccepted(r) /\ UNCHANGED gc)
-ExecuteFairness == \A r \in Replicas : WF_vars(Execute(r) /\ UNCHANGED gc)
+       /\ WF_vars(\E m \in msgs : HandleAccept(r, m) /\ UNCHANGED <<gc, pv>>)
+       /\ WF_vars(HandleAccepted(r) /\ UNCHANGED <<gc, pv>>)
+ExecuteFairness == \A r \in Replicas : WF_vars(Execute(r) /\ UNCHANGED <<gc, pv>>)
 HeartbeatFairness ==
     \A r \in Replicas :
-       /\ WF_vars(SendHeartbeat(r) /\ UNCHANGED gc)
-       /\ WF_vars(\E m \in msgs : HandleHeartbeat(r, m) /\ UNCHANGED gc)
+       /\ WF_vars(SendHeartbeat(r) /\ UNCHANGED <<gc, pv>>)
+       /\ WF_vars(\E m \in msgs : HandleHeartbeat(r, m) /\ UNCHANGED <<gc, pv>>)
 CatchUpFairness ==
     \A r \in On(ModelCatchUp) :
-       /\ WF_vars(SendCatchUp(r) /\ UNCHANGED gc)
-       /\ WF_vars(\E m \in msgs : HandleCatchUp(r, m) /\ UNCHANGED gc)
-       /\ WF_vars(\E m \in msgs : InstallSnapshot(r, m) /\ UNCHANGED gc)
-TrimFairness == \A r \in On(ModelTrim) : WF_vars(\E m \in msgs : HandleHeartbeatReply(r, m) /\ UNCHANGED gc)
-PersistFairness == \A r \in On(ModelPersist) : WF_vars(Persist(r) /\ UNCHANGED gc)
+       /\ WF_vars(SendCatchUp(r) /\ UNCHANGED <<gc, pv>>)
+       /\ WF_vars(\E m \in msgs : HandleCatchUp(r, m) /\ UNCHANGED <<gc, pv>>)
+       /\ WF_vars(\E m \in msgs : InstallSnapshot(r, m) /\ UNCHANGED <<gc, pv>>)
+TrimFairness == \A r \in On(ModelTrim) : WF_vars(\E m \in msgs : HandleHeartbeatReply(r, m) /\ UNCHANGED <<gc, pv>>)
+PersistFairness == \A r \in On(ModelPersist) : WF_vars(Persist(r) /\ UNCHANGED <<gc, pv>>)
 
 Fairness ==
     /\ ElectionFairness /\ ReplicationFairness /\ ExecuteFairness

@@ -40,7 +40,11 @@ CONSTANTS
     FineSteps,     \* BOOLEAN: the code's finer steps (see below); FALSE keeps
                    \* exhaustive models small, trace validation needs TRUE
     GcCoordination, \* BOOLEAN: Blade-style GC coordination (section GC coordination)
-    MaxGc          \* number of collections that may fall due in a behaviour
+    MaxGc,         \* number of collections that may fall due in a behaviour
+    PreVote,       \* BOOLEAN: pre-vote and leader stickiness (section Pre-vote)
+    Partition      \* BOOLEAN: a bridge partition may cut one follower from a
+                   \* settled leader, and leases expire only when the leader is
+                   \* unreachable (section Pre-vote)
 
 VARIABLES
     ballot,        \* ballot[r]: promised ballot
@@ -62,10 +66,11 @@ VARIABLES
     crashes,       \* number of crashes so far
     dur,           \* dur[r]: durable state [ballot, log, trimmed, snap] (ModelPersist)
     pend,          \* pend[r]: queued writes, each [dur, out] (ModelPersist)
-    gc             \* GC coordination state (volatile; constant without GcCoordination)
+    gc,            \* GC coordination state (volatile; constant without GcCoordination)
+    pv             \* pre-vote state and the partition (constant without PreVote)
 
 vars == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-          kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend, gc>>
+          kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend, gc, pv>>
 
 Slots    == 1..NumSlots
 Ballots  == 1..MaxBallot                    \* overridden by trace validation
@@ -90,7 +95,11 @@ NoSnap    == [le |-> 0, kv |-> <<>>, sessions |-> [c \in Clients |-> 0], exec |-
 Broadcast == "all"
 
 Send(m)  == msgs' = msgs \cup {m}
-For(r, m) == m.from # r /\ (m.to = Broadcast \/ m.to = r)
+\* With Partition, the link between the leader and the follower of pv.cut
+\* is cut: nothing sent on it in either direction is delivered.
+NoCut == [leader |-> NoOwner, from |-> NoOwner, bal |-> 0]
+Severed(a, b) == Partition /\ pv.cut # NoCut /\ {a, b} = {pv.cut.leader, pv.cut.from}
+For(r, m) == m.from # r /\ (m.to = Broadcast \/ m.to = r) /\ ~Severed(m.from, r)
 
 (***************************************************************************)
 (* Windows                                                                 *)
@@ -334,6 +343,50 @@ GcElected(r, Q) ==
                           !.handoff[r] = NoOwner]
 
 (***************************************************************************)
+(* Pre-vote and leader stickiness: state (the actions are below, before   *)
+(* Next)                                                                   *)
+(***************************************************************************)
+\* As the core with Config::pre_vote (docs/protocol.md, "Pre-vote";
+\* impl/core/src/replica/pre_vote.rs), after etcd raft's PreVote with
+\* CheckQuorum.  All of it is volatile.  Per replica r:
+\*   hear[r]   r follows a leader (or a candidate it promised) it heard
+\*             from within an election timeout: it is in that leader's
+\*             lease.  Time is not modelled: hearing sets it (a Prepare
+\*             promised, an Accept, Heartbeat, CatchUp or snapshot handled
+\*             as a follower), and only LeaseExpire clears it, besides a
+\*             change of role, a pre-vote round and a restart.
+\*   round[r]  the ballot of r's pre-vote round, 0 if none
+\* and cut: the link the bridge partition cut (Partition), or NoCut.
+\* The grants are messages (PreVoteGrant), counted by ElectAfterPreVote.
+PvInit == [hear |-> [r \in Replicas |-> FALSE], round |-> [r \in Replicas |-> 0], cut |-> NoCut]
+
+\* Messages that carry a ballot their sender asked about rather than holds:
+\* no one adopts it (the core's ballot rule exempts them).
+PreVoteAsked == {"PreVote", "PreVoteGrant"}
+
+\* r believes in a live leader: it leads (check quorum has not stepped it
+\* down), or it is in its leader's lease.
+InLease(r) == role[r] = "Leader" \/ (role[r] = "Follower" /\ pv.hear[r])
+
+\* pv after a step of r that changed nothing of pv itself; heard: the step
+\* handled a message of a leader or candidate at (or raised to) its ballot.
+\* A follower that handled one is in the lease; a change of role leaves it
+\* (a replica that becomes follower follows no one yet: the core's deposed
+\* leader is in the new ballot's lease at once, the spec's leaves it out,
+\* which lets it grant more, not less), and so does a restart.  A round
+\* ends once r hears a leader, leaves the follower role, or its ballot
+\* moves (the round asked about a ballot above the old one).
+PvAfter(r, heard) ==
+    pv' = IF ~PreVote THEN pv
+          ELSE LET h  == IF ~up'[r] \/ ~up[r] THEN FALSE
+                         ELSE IF heard THEN role'[r] = "Follower"
+                         ELSE IF role'[r] # role[r] THEN FALSE
+                         ELSE pv.hear[r]
+                   rd == IF h \/ ~up'[r] \/ ~up[r] \/ role'[r] # "Follower" \/ ballot'[r] # ballot[r]
+                         THEN 0 ELSE pv.round[r]
+               IN  [pv EXCEPT !.hear[r] = h, !.round[r] = rd]
+
+(***************************************************************************)
 Init ==
     /\ ballot = [r \in Replicas |-> 0]
     /\ role = [r \in Replicas |-> "Follower"]
@@ -355,6 +408,7 @@ Init ==
     /\ dur = [r \in Replicas |-> NoDur]
     /\ pend = [r \in Replicas |-> <<>>]
     /\ gc = GcInit
+    /\ pv = PvInit
 
 (***************************************************************************)
 (* Election                                                                *)
@@ -461,7 +515,7 @@ BecomeLeader(r) ==
 StepDown(r) ==
     /\ up[r] /\ (FineSteps \/ role[r] # "Follower")
     /\ \E m \in msgs :
-       /\ For(r, m) /\ m.bal > ballot[r]
+       /\ For(r, m) /\ m.bal > ballot[r] /\ m.type \notin PreVoteAsked
        /\ ballot' = [ballot EXCEPT ![r] = m.bal]
        /\ role' = [role EXCEPT ![r] = "Follower"]
     /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
@@ -469,8 +523,11 @@ StepDown(r) ==
 
 \* A leader that has not heard from a majority for an election timeout
 \* steps down at its own ballot (check quorum; timing is not modelled).
+\* The leader of a bridge partition keeps its majority (Partition: no
+\* other fault, the cut takes one follower of three), so it does not.
 LoseQuorum(r) ==
     /\ FineSteps /\ up[r] /\ role[r] = "Leader"
+    /\ ~(Partition /\ pv.cut.leader = r)
     /\ role' = [role EXCEPT ![r] = "Follower"]
     /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
 
@@ -882,35 +939,147 @@ GcLeaderCollect(l) ==
                         !.held[l] = @ \cup {l}]
     /\ GcUnchanged /\ UNCHANGED msgs
 
-GcNext ==
-    \E r \in Replicas :
+\* Each step changes the role or ballot of r alone (a hand-off's leader
+\* steps down; its target campaigns, with no pre-vote: a transfer
+\* bypasses stickiness, as etcd's does).
+GcStep(r) ==
        \/ GcDue(r) \/ RequestGc(r) \/ GrantGc(r) \/ GcCollectGranted(r) \/ GcCollectForced(r)
        \/ GcDone(r) \/ TransferLeadership(r) \/ GcLeaderCollect(r)
        \/ \E p \in Replicas : GcExpire(r, p)
        \/ \E m \in msgs : HandleGcRequest(r, m) \/ HandleGcGrant(r, m) \/ HandleGcDone(r, m)
                          \/ HandleTimeoutNow(r, m)
+GcNext == \E r \in Replicas : GcStep(r) /\ PvAfter(r, FALSE)
+
+(***************************************************************************)
+(* Pre-vote and leader stickiness: actions                                 *)
+(***************************************************************************)
+\* Named like the core's trace events (StartPreVote, HandlePreVote; its
+\* HandlePreVoteReply only counts a grant, here a read of msgs in
+\* ElectAfterPreVote, whose step is the core's StartElection).
+\* MUTATION POINT (mutants/no_pre_vote.tla): the election timer starts a
+\* pre-vote round rather than an election.
+PreVoteFirst == PreVote
+
+\* The ballot a round asks about: the one StartElection would take (its
+\* smallest unused ballot above the own one, or with FineSteps any), and
+\* claimed at once, as the core's ballots carry their owner's id.  A
+\* candidate whose campaign timed out is a follower again.  Grants left
+\* from an earlier round are dropped: a timing assumption (a round lasts
+\* an election timeout, far longer than a message takes; the core counts
+\* a grant by its ballot only).  Nothing is persisted.
+StartPreVote(r) ==
+    /\ PreVote /\ up[r] /\ role[r] # "Leader" /\ ~pv.hear[r]
+    /\ \E b \in Ballots :
+       /\ b > ballot[r] /\ owner[b] \in {NoOwner, r}
+       /\ FineSteps \/ \A c \in Ballots : (c > ballot[r] /\ owner[c] \in {NoOwner, r}) => b <= c
+       /\ role' = [role EXCEPT ![r] = "Follower"]
+       /\ owner' = [owner EXCEPT ![b] = r]
+       /\ msgs' = {m \in msgs : ~(m.type \in {"PreVoteGrant", "PreVoteRefuse"} /\ m.to = r)}
+                  \cup {Msg("PreVote", r, Broadcast, b, 0, NoVal, 0, 0, NoEntries, NoSnap)}
+       /\ pv' = [pv EXCEPT !.round[r] = b, !.hear[r] = FALSE]
+    /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec,
+                   chosen, votes, crashes, dur, pend>>
+
+\* The election timer fires: r's lease has run out (a candidate is never
+\* in one).  Without PreVote timing is not modelled at all (StartElection
+\* any time, as before).
+Campaign(r) ==
+    IF ~PreVote THEN StartElection(r)
+    ELSE ~InLease(r) /\ (IF PreVoteFirst THEN StartPreVote(r) ELSE StartElection(r))
+
+\* MUTATION POINT (mutants/pre_vote_in_lease.tla): a pre-vote for ballot b
+\* is granted if a Prepare of b would be promised and the replica is in
+\* no live leader's lease (a leader never grants).
+PreVoteGrantOK(r, b) == b > ballot[r] /\ ~InLease(r)
+
+\* Answered at once, whatever the replica's role; nothing changes here.
+\* A refusal carries the own ballot, adopted by the asker's StepDown if
+\* higher; without FineSteps a follower (as the asker is) takes no
+\* StepDown, so a refusal would change nothing and is not sent (fewer
+\* states).
+HandlePreVote(r, m) ==
+    /\ PreVote /\ up[r] /\ m.type = "PreVote" /\ For(r, m)
+    /\ IF PreVoteGrantOK(r, m.bal)
+       THEN Send(Msg("PreVoteGrant", r, m.from, m.bal, 0, NoVal, 0, 0, NoEntries, NoSnap))
+       ELSE /\ FineSteps
+            /\ Send(Msg("PreVoteRefuse", r, m.from, ballot[r], 0, NoVal, 0, 0, NoEntries, NoSnap))
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions,
+                   exec, owner, chosen, votes, crashes, dur, pend, pv>>
+
+\* A majority granted, the own grant included: the election, at exactly
+\* the ballot asked about (the core's StartElection after its last
+\* HandlePreVoteReply).
+ElectAfterPreVote(r) ==
+    /\ PreVote /\ pv.round[r] # 0
+    /\ Majority({r} \cup {m.from : m \in {m \in msgs : m.type = "PreVoteGrant" /\ For(r, m)
+                                                      /\ m.bal = pv.round[r]}})
+    /\ StartElectionAt(r, pv.round[r])
+    /\ pv' = [pv EXCEPT !.round[r] = 0, !.hear[r] = FALSE]
+
+\* The lease runs out: an election timeout passed without a word from the
+\* leader.  Timing is not modelled, so without Partition any time (any
+\* message may be late).  With Partition the network is timely but for
+\* the cut, so only when r's leader (the owner of its ballot) cannot be
+\* heard: down, not leading at r's ballot, paused, or cut from r.
+LeaderAudible(r) ==
+    LET l == IF ballot[r] \in Ballots THEN owner[ballot[r]] ELSE NoOwner IN
+    /\ l \in Replicas /\ l # r /\ up[l] /\ role[l] = "Leader" /\ ballot[l] = ballot[r]
+    /\ ~Paused(l) /\ ~Severed(l, r)
+LeaseExpire(r) ==
+    /\ PreVote /\ up[r] /\ pv.hear[r]
+    /\ ~Partition \/ ~LeaderAudible(r)
+    /\ pv' = [pv EXCEPT !.hear[r] = FALSE]
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions,
+                   exec, msgs, owner, chosen, votes, crashes, dur, pend, gc>>
+
+\* The bridge partition (at most one per behaviour): once leader l is
+\* settled, every other replica a follower in its lease at its ballot,
+\* the link between l and the follower c is cut for good.  Nothing else
+\* fails in the model (no crash, no loss): l keeps its majority.
+BridgeCut(l, c) ==
+    /\ Partition /\ pv.cut = NoCut
+    /\ up[l] /\ role[l] = "Leader" /\ ~Paused(l) /\ c # l
+    /\ \A r \in Replicas \ {l} : up[r] /\ role[r] = "Follower" /\ ballot[r] = ballot[l] /\ pv.hear[r]
+    /\ pv' = [pv EXCEPT !.cut = [leader |-> l, from |-> c, bal |-> ballot[l]]]
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions,
+                   exec, msgs, owner, chosen, votes, crashes, dur, pend, gc>>
+
+\* The pre-vote steps of r that are protocol steps (a paused replica takes
+\* none); each sets pv itself.
+PreVoteStep(r) ==
+    \/ StartPreVote(r) \/ ElectAfterPreVote(r)
+    \/ \E m \in msgs : HandlePreVote(r, m)
 
 (***************************************************************************)
 \* The protocol's steps of r other than BecomeLeader (which sets the
 \* coordination state itself); a paused (collecting) replica takes none
 \* of them, though it may crash.
-CoreStep(r) ==
-    \/ StartElection(r) \/ StepDown(r) \/ LoseQuorum(r)
+\* The steps that hear a leader or candidate (pv: PvAfter).
+HearStep(r) ==
+    \E m \in msgs :
+        \/ HandlePrepare(r, m) \/ HandleAccept(r, m) \/ HandleHeartbeat(r, m)
+        \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
+OtherCoreStep(r) ==
+    \/ Campaign(r) \/ StepDown(r) \/ LoseQuorum(r)
     \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
     \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
     \/ Persist(r) \/ Restart(r)
-    \/ \E m \in msgs :
-        \/ HandlePrepare(r, m) \/ Reject(r, m) \/ HandleAccept(r, m)
-        \/ HandleHeartbeat(r, m) \/ HandleHeartbeatReply(r, m)
-        \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
+    \/ \E m \in msgs : Reject(r, m) \/ HandleHeartbeatReply(r, m)
+CoreStep(r) ==
+    \/ HearStep(r) /\ PvAfter(r, TRUE)
+    \/ OtherCoreStep(r) /\ PvAfter(r, FALSE)
+    \/ PreVoteStep(r)
 
 Next ==
     \/ \E r \in Replicas :
-        \/ ~Paused(r) /\ BecomeLeader(r)
+        \/ ~Paused(r) /\ BecomeLeader(r) /\ PvAfter(r, FALSE)
         \/ ~Paused(r) /\ CoreStep(r) /\ GcAfterCore(r)
-        \/ Crash(r) /\ gc' = IF GcCoordination THEN GcForget(gc, r) ELSE gc   \* a crash ends a collection
+        \/ Crash(r) /\ gc' = (IF GcCoordination THEN GcForget(gc, r) ELSE gc)   \* a crash ends a collection
+                   /\ PvAfter(r, FALSE)
+        \/ LeaseExpire(r)
+        \/ \E c \in Replicas : BridgeCut(r, c)
     \/ GcNext
-    \/ Drop /\ UNCHANGED gc
+    \/ Drop /\ UNCHANGED <<gc, pv>>
 
 Spec == Init /\ [][Next]_vars
 
@@ -1051,5 +1220,31 @@ GcCollectorsCounted ==
 \* a collection hands off first).
 GcCollectorNotLeader ==
     \A r \in Replicas : gc.coll[r] = "granted" => role[r] # "Leader"
+
+(***************************************************************************)
+(* Pre-vote invariants (models/ci_prevote.cfg)                             *)
+(***************************************************************************)
+PvTypeOK ==
+    /\ pv.hear \in [Replicas -> BOOLEAN]
+    /\ pv.round \in [Replicas -> {0} \cup Ballots]
+    /\ pv.cut \in {NoCut} \cup [leader : Replicas, from : Replicas, bal : Ballots]
+    /\ \A r \in Replicas : pv.round[r] # 0 =>      \* a round asks about a ballot above its own
+         /\ role[r] = "Follower" /\ ~pv.hear[r]
+         /\ pv.round[r] > ballot[r] /\ owner[pv.round[r]] = r
+
+\* What pre-vote buys: a follower cut off from a settled leader that keeps
+\* its majority (BridgeCut) cannot unseat it.  The leader stays leader and
+\* no replica it reaches ever takes a ballot above its own (one that did
+\* would refuse its Accepts and heartbeats).  Without pre-vote the cut
+\* follower's election timer raises its ballot and the follower it can
+\* still reach promises it (mutants/no_pre_vote.tla); with a pre-vote
+\* round, that follower, in the leader's lease, refuses (and so does the
+\* leader), so the round never gets a majority.  (The cut follower's own
+\* ballot does not move either; stated only for the others, as a ballot
+\* no one else adopts harms no one.)
+StickyLeader ==
+    pv.cut # NoCut =>
+       /\ role[pv.cut.leader] = "Leader"
+       /\ \A r \in Replicas \ {pv.cut.from} : ballot[r] <= pv.cut.bal
 
 =============================================================================

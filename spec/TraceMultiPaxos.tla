@@ -318,7 +318,7 @@ Prune ==
                                    !.at = SubSeq(@, Base - votes.base, Len(@))]
        ELSE UNCHANGED votes
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
-                   kv, sessions, exec, owner, chosen, crashes, dur, pend, gc, l, ptags>>
+                   kv, sessions, exec, owner, chosen, crashes, dur, pend, gc, pv, l, ptags>>
 
 \* Crash is not logged: it happens just before the replica's Recover.
 SilentCrash ==
@@ -345,7 +345,7 @@ Pruned == Unreadable = {} /\ ~StaleHistory
 
 TraceNext ==
     \/ Prune
-    \/ Pruned /\ l <= Len(Trace) /\ (TraceStep(Rep(E)) \/ SilentCrash)
+    \/ Pruned /\ l <= Len(Trace) /\ (TraceStep(Rep(E)) \/ SilentCrash) /\ UNCHANGED pv   \* PreVote = FALSE
     \/ Pruned /\ Accepted
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, l, ptags>>
