@@ -44,6 +44,11 @@ enum Cmd {
         /// Print the logs (RUST_LOG filters them; default info).
         #[arg(long)]
         log: bool,
+        /// Write the replicas' traces to DIR/trace-{i}.ndjson (pre-vote
+        /// off), to merge with spec/trace/merge.py and validate with
+        /// spec/validate.
+        #[arg(long)]
+        trace_dir: Option<std::path::PathBuf>,
     },
     /// Runs the seeds `A..B`; prints each failing seed.
     Swarm {
@@ -85,12 +90,18 @@ fn main() -> Result<()> {
     }
     let opts = Options { replicas: args.replicas, clients: args.clients, ops: args.ops, faults: !args.no_faults, no_fsync: args.unsafe_no_fsync, ..Options::default() };
     match args.cmd {
-        Cmd::Run { seed, log } => {
+        Cmd::Run { seed, log, trace_dir } => {
             if log {
                 let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
                 tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
             }
-            let o = run(seed, &opts)?;
+            if let Some(d) = &trace_dir {
+                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            }
+            let o = run(seed, &Options { trace_dir: trace_dir.clone(), ..opts })?;
+            if let Some(d) = &trace_dir {
+                stutter_dsim_madsim::cluster::join_traces(d, args.replicas)?;
+            }
             print(&o);
             if !o.violations.is_empty() {
                 std::process::exit(1);
