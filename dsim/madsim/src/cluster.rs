@@ -49,31 +49,6 @@ pub fn data_dir(dir: &Path, i: usize) -> std::path::PathBuf {
     dir.join(format!("r{i}"))
 }
 
-/// The trace file of incarnation `k` of replica `i` (each start of the
-/// node, the first and every restart, writes its own: the node creates its
-/// trace file afresh, and a killed incarnation's lines are flushed as its
-/// task is dropped). [`join_traces`] puts each replica's back together.
-fn trace_file(trace_dir: &Path, i: usize, k: u64) -> std::path::PathBuf {
-    trace_dir.join(format!("r{i}-{k:05}.ndjson"))
-}
-
-/// Concatenates the incarnations of each replica's trace, in order, into
-/// `trace_dir/trace-{i}.ndjson`, the per-replica traces that
-/// `spec/trace/merge.py` merges (the restarts show as `Recover` events).
-pub fn join_traces(trace_dir: &Path, replicas: usize) -> std::io::Result<()> {
-    for i in 0..replicas {
-        let mut joined = Vec::new();
-        let mut k = 0;
-        while let Ok(bytes) = std::fs::read(trace_file(trace_dir, i, k)) {
-            joined.extend_from_slice(&bytes);
-            std::fs::remove_file(trace_file(trace_dir, i, k))?;
-            k += 1;
-        }
-        std::fs::write(trace_dir.join(format!("trace-{i}.ndjson")), joined)?;
-    }
-    Ok(())
-}
-
 pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path, no_fsync: bool, trace_dir: Option<&Path>) -> Vec<NodeId> {
     let mut ids = Vec::new();
     for i in 0..cfg.replica.len() {
@@ -96,7 +71,7 @@ pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path, no_fsy
                     config: cfg.clone(),
                     id: i as stutter_core::ReplicaId,
                     data_dir: data_dir.clone(),
-                    trace: trace_dir.as_deref().map(|d| trace_file(d, i, k)),
+                    trace: trace_dir.as_deref().map(|d| crate::node_traces::file(d, i, k)),
                     unsafe_no_fsync: no_fsync,
                     unsafe_local_reads: false,
                     calibrate: None,

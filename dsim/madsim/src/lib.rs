@@ -30,6 +30,8 @@ pub mod workload;
 pub mod check;
 #[path = "../../turmoil/src/history.rs"]
 pub mod history;
+#[path = "../../turmoil/src/node_traces.rs"]
+pub mod node_traces;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

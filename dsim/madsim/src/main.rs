@@ -100,7 +100,7 @@ fn main() -> Result<()> {
             }
             let o = run(seed, &Options { trace_dir: trace_dir.clone(), ..opts })?;
             if let Some(d) = &trace_dir {
-                stutter_dsim_madsim::cluster::join_traces(d, args.replicas)?;
+                stutter_dsim_madsim::node_traces::join(d, args.replicas)?;
             }
             print(&o);
             if !o.violations.is_empty() {

@@ -12,6 +12,7 @@ pub mod check;
 pub mod cluster;
 pub mod faults;
 pub mod history;
+pub mod node_traces;
 pub mod text_client;
 pub mod workload;
 
@@ -49,11 +50,16 @@ pub struct Options {
     /// data files flipped for good (`cluster::rot_one_byte`): damage no
     /// re-read repairs, which the log must refuse rather than vote with.
     pub damage: f64,
+    /// Write each replica's trace to `trace-{i}.ndjson` in this directory
+    /// of the real file system ([`node_traces`]), for `spec/trace/merge.py`
+    /// and `spec/validate`. Turns pre-vote off (the trace spec does not
+    /// model it yet), so the run differs from the untraced one of the seed.
+    pub trace_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, text_clients: 0, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0 }
+        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, text_clients: 0, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0, trace_dir: None }
     }
 }
 
@@ -96,7 +102,7 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     let plan = if opts.faults { faults::Plan::draw(&mut rng, replicas) } else { faults::Plan::none() };
     let mut sim = cluster::build(rng.next_u64(), &plan, opts.corruption);
     let refused: cluster::Refused = Rc::new(RefCell::new(vec![false; replicas]));
-    let cfg = cluster::register(&mut sim, seed, opts.damage, refused.clone());
+    let cfg = cluster::register(&mut sim, seed, opts.damage, refused.clone(), opts.trace_dir.as_deref());
     let history: Rc<RefCell<History>> = Rc::default();
     let finals: Rc<RefCell<Finals>> = Rc::default();
     let mut driver = faults::Driver::new(&plan, refused.clone());

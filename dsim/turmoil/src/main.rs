@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use stutter_dsim_turmoil::{run, Options};
 
@@ -52,6 +52,11 @@ enum Cmd {
         /// Print the logs (RUST_LOG filters them; default info).
         #[arg(long)]
         log: bool,
+        /// Write the replicas' traces to DIR/trace-{i}.ndjson (pre-vote
+        /// off), to merge with spec/trace/merge.py and validate with
+        /// spec/validate.
+        #[arg(long)]
+        trace_dir: Option<std::path::PathBuf>,
     },
     /// Runs `count` seeds from `from`; prints each failing seed.
     Swarm {
@@ -69,12 +74,18 @@ fn main() -> Result<()> {
     }
     let opts = Options { replicas: args.replicas, text_clients: args.text_clients, ops: args.ops, faults: !args.no_faults, corruption: args.corruption, damage: args.damage, ..Options::default() };
     match args.cmd {
-        Cmd::Run { seed, log } => {
+        Cmd::Run { seed, log, trace_dir } => {
             if log {
                 let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
                 tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).without_time().init();
             }
-            let o = run(seed, &opts)?;
+            if let Some(d) = &trace_dir {
+                std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            }
+            let o = run(seed, &Options { trace_dir: trace_dir.clone(), ..opts })?;
+            if let Some(d) = &trace_dir {
+                stutter_dsim_turmoil::node_traces::join(d, args.replicas)?;
+            }
             for f in &o.faults {
                 println!("fault {f}");
             }
