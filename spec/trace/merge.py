@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Merge the per-replica traces of a real cluster into one trace.
 
-Usage: merge.py TRACE... > MERGED.ndjson
+Usage: merge.py [--gone I,...] TRACE... > MERGED.ndjson
 
 Each replica process writes its own trace file; its `time` is microseconds
 since the Unix epoch (read once at start, advanced by the monotonic clock),
@@ -17,6 +17,13 @@ some file ends: up to then every file is complete, after it an event could
 answer a message whose sending was lost.  A prefix of a behaviour is a
 behaviour, so the cut trace is still one the spec must accept.  What is
 cut is reported on stderr.
+
+`--gone I,...` names traces (0-based, in the order given) whose process
+stopped for good before the others ended (a replica that refused to start
+on damaged state, in the simulation layers): their end does not cut the
+merge, or everything after it would go unjudged.  Their last process was
+killed too, so a lost last line could make the spec reject the merge; a
+spurious rejection, never a spurious acceptance.
 """
 import heapq
 import json
@@ -42,12 +49,18 @@ def events(i, path):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    gone = set()
+    if args[:1] == ["--gone"] and len(args) >= 2:
+        gone = {int(x) for x in args[1].split(",") if x.strip()}
+        args = args[2:]
+    if not args:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    files = [events(i, p) for i, p in enumerate(sys.argv[1:])]
-    ends = [f[-1][0] for f in files if f]
-    cut = min(ends) if ends else 0
+    files = [events(i, p) for i, p in enumerate(args)]
+    ends = [f[-1][0] for i, f in enumerate(files) if f and i not in gone]
+    # Every trace gone for good (a whole cluster refusing): nothing to cut.
+    cut = min(ends) if ends else float("inf")
     kept = dropped = 0
     for t, _, _, line in heapq.merge(*files):
         if t > cut:

@@ -1,6 +1,7 @@
 //! Fuzz targets for every decoder of untrusted bytes: the peer handshake,
 //! peer frames, client frames and requests, the text protocol, write-ahead
-//! log segments and records, `snapshot.bin`, and a log directory as a whole.
+//! log segments and records, `snapshot.bin`, the log's sync marks, and a
+//! log directory as a whole.
 //! See `fuzz/mod.rs` for the harness and how to run it longer.
 
 mod fuzz;
@@ -162,7 +163,7 @@ fn wal_segments() {
         let (records, valid) = wal::decode_segment(input, 5);
         assert!(valid <= input.len());
         // Recovery's judgement agrees with the decoder where it accepts.
-        if let Ok(scan) = wal::scan_segment(input, 5, "fuzz") {
+        if let Ok(scan) = wal::scan_segment(input, 5, "fuzz", 0) {
             assert_eq!((&scan.records, scan.valid), (&records, valid));
         }
         replay(records);
@@ -224,6 +225,35 @@ fn wal_directory() {
             if let Err(e) = r.check_invariants() {
                 panic!("a state Wal::open accepted breaks the core's invariants: {e}");
             }
+        }
+    });
+}
+
+/// `synced.marks` beside a valid segment: whatever the marks file holds,
+/// opening never panics, and what it recovers is a prefix of the segment's
+/// records (marks can only make recovery refuse, never invent).
+#[test]
+fn sync_marks() {
+    let recs = &corpus::records()[..3];
+    let seg: Vec<u8> = recs.iter().flat_map(|r| wal_record(1, &bincode(r))).collect();
+    let mut file = wal::encode_marks(4, &[(1, seg.len() as u64)]);
+    file.extend(wal::encode_marks(3, &[(1, 10), (7, 99)]));
+    fuzz("sync_marks", &[file], 300, |input| {
+        let (_, marks) = wal::decode_marks(input);
+        assert!(marks.len() <= 255);
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("wal-0000000000000001.log"), &seg).expect("write");
+        std::fs::write(dir.path().join("synced.marks"), input).expect("write");
+        match wal::Wal::open(dir.path(), false) {
+            Ok((_, durable)) => {
+                let mut all = DurableState::default();
+                for r in recs {
+                    all.apply(r.clone());
+                }
+                assert_eq!(durable, all, "a valid segment lost records to its marks");
+            }
+            // A mark past the segment's end calls its end damage.
+            Err(e) => assert!(wal::Damaged::find(&e).is_some(), "not a damage error: {e}"),
         }
     });
 }

@@ -92,8 +92,11 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         .with_context(|| format!("opening the write-ahead log in {}", opts.data_dir.display()))?;
     let seed = opts.seed.unwrap_or_else(|| crate::platform::since_epoch().as_nanos() as u64 ^ ((opts.id as u64) << 56));
     let rng = Box::new(rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed));
-    // An empty write-ahead log is a first start: no Recover step to trace.
-    let replica = if durable == stutter_core::DurableState::default() {
+    // A data directory without a log is a first start: no Recover step to
+    // trace. A restart traces one even when nothing was recovered (a
+    // replica that had written nothing, or whose only record was torn),
+    // so that the trace shows the earlier process's volatile state gone.
+    let replica = if !wal.restart() {
         Replica::new(opts.id, core_cfg, rng)
     } else {
         Replica::recover(opts.id, core_cfg, durable, rng)

@@ -26,11 +26,17 @@
 //! or deleted. If the newest snapshot is lost in a crash, the segments it
 //! would have retired are still there.
 //!
+//! After each sync, `synced.marks` records how far each segment is synced
+//! (`marks.rs`), so that recovery can tell a record damaged after it was
+//! synced from a torn unsynced tail.
+//!
 //! A `wal.log` from before segments (plain CRC of the body) is replayed
 //! first and deleted once a snapshot covers it.
 
 
 mod format;
+mod mailbox;
+mod marks;
 mod recovery;
 mod snapshot;
 mod spares;
@@ -43,11 +49,13 @@ use std::sync::Arc;
 use stutter_core::{Ballot, DurableState, Record, Slot};
 
 pub use format::{decode_segment, decode_snapshot_file};
+pub use marks::{decode_marks, encode as encode_marks, SyncMarks};
 pub use recovery::{check_state, read_stable, scan_segment, scan_snapshot, settle, Damaged, Reads, Scan};
 use crate::platform::fs::{self, File, OpenOptions};
 use crate::platform::BACKGROUND_THREADS;
 use format::{crc, parse_segment_name, segment_name, HEADER};
 use snapshot::Snapshots;
+use marks::{MarkFile, Marker, MAX_MARKS};
 use spares::{Prep, Preparer, Spares};
 
 const LEGACY: &str = "wal.log";
@@ -91,6 +99,9 @@ struct Sealed {
     path: PathBuf,
     max_slot: Slot,
     legacy: bool,
+    /// Segment number and the end of its records (its sync mark).
+    seq: u64,
+    end: u64,
 }
 
 /// The segment being written.
@@ -118,9 +129,13 @@ pub struct Wal {
     /// where retired segments go.
     spares: Spares,
     spare_requested: bool,
+    /// Where the sync marks go after each sync.
+    marker: Marker,
     ballot: Ballot,
     buf: Vec<u8>,
     size: u64,
+    /// The directory held a log already: this is a restart.
+    restart: bool,
 }
 
 
@@ -152,6 +167,8 @@ impl Wal {
             }
         }
         seqs.sort_unstable();
+        let (generation, marks) = marks::read_marks(dir)?;
+        let restart = !seqs.is_empty() || fs::metadata(&snapshot_path).is_ok() || fs::metadata(dir.join(LEGACY)).is_ok();
         let mut sealed = Vec::new();
         let mut records = 0usize;
         let mut bytes_total = 0u64;
@@ -163,7 +180,8 @@ impl Wal {
         files.extend(seqs.iter().map(|s| (*s, dir.join(segment_name(*s)))));
         for (seq, path) in files {
             let bytes = read_twice(&path)?;
-            let scan = scan_segment(&bytes, seq, &path.display().to_string()).map_err(Damaged::into_io)?;
+            let synced = if seq == 0 { 0 } else { marks.get(&seq).copied().unwrap_or(0) };
+            let scan = scan_segment(&bytes, seq, &path.display().to_string(), synced).map_err(Damaged::into_io)?;
             let mut max_slot = Slot::ZERO;
             for rec in scan.records {
                 if let Record::Accept { slot, .. } = &rec {
@@ -173,7 +191,14 @@ impl Wal {
                 records += 1;
             }
             bytes_total += scan.valid as u64;
-            sealed.push(Sealed { path, max_slot, legacy: seq == 0 });
+            if fsync && (scan.valid as u64) > synced {
+                // Read back does not mean durable: after a kill (not a
+                // power loss) the page cache still holds unsynced writes.
+                // The state replayed from them is acted on from now on, so
+                // it is made durable before its marks claim it.
+                OpenOptions::new().write(true).open(&path)?.sync_data()?;
+            }
+            sealed.push(Sealed { path, max_slot, legacy: seq == 0, seq, end: scan.valid as u64 });
         }
         if let Some((from, to)) = settle(&mut state) {
             tracing::warn!(from = from.0, to = to.0, "snapshot.bin is ahead of the durable log (a crash between the two writes): log trimmed to it");
@@ -197,6 +222,8 @@ impl Wal {
         let snapshots = Snapshots::start(dir, fsync, snapshot_durable.clone(), BACKGROUND_THREADS)?;
         let prep = Preparer { dir: dir.to_path_buf(), next_seq: seq + 1, segment_size, recyclable: Vec::new() };
         let spares = Spares::start(prep, BACKGROUND_THREADS)?;
+        let mark_file = if fsync { Some(MarkFile::open(dir, generation)?) } else { None };
+        let marker = Marker::start(mark_file, BACKGROUND_THREADS)?;
         let mut wal = Wal {
             dir: dir.to_path_buf(),
             fsync,
@@ -208,16 +235,27 @@ impl Wal {
             sealed,
             spares,
             spare_requested: false,
+            marker,
             ballot: state.ballot,
             buf: Vec::with_capacity(1 << 20),
             size: 0,
+            restart,
         };
         if state.ballot > Ballot::ZERO {
             wal.append(vec![Record::Ballot(state.ballot)])?;
             wal.sync()?;
             wal.cur.header = wal.cur.off;
+        } else {
+            // The recovered segments' marks, made true by the syncs above.
+            wal.mark();
         }
         Ok((wal, state))
+    }
+
+    /// Whether the directory held a log when it was opened: a restart, to
+    /// be told apart from a first start even when nothing was recovered.
+    pub fn restart(&self) -> bool {
+        self.restart
     }
 
     /// Buffers records; they are durable after the next [`Wal::sync`].
@@ -283,7 +321,13 @@ impl Wal {
         let (seq, file) = self.spares.recv()?;
         self.spare_requested = false;
         let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 });
-        self.sealed.push(Sealed { path: self.dir.join(segment_name(old.seq)), max_slot: old.max_slot, legacy: false });
+        self.sealed.push(Sealed {
+            path: self.dir.join(segment_name(old.seq)),
+            max_slot: old.max_slot,
+            legacy: false,
+            seq: old.seq,
+            end: old.off,
+        });
         self.unsynced.push(old.file);
         let ballot = self.ballot;
         if ballot > Ballot::ZERO {
@@ -305,7 +349,22 @@ impl Wal {
             self.unsynced.clear();
         }
         self.retire();
+        self.mark();
         Ok(())
+    }
+
+    /// Hands the marker how far each segment still needed is synced: the
+    /// newest segments, up to what one mark set holds.
+    fn mark(&mut self) {
+        if let Marker::Off = self.marker {
+            return;
+        }
+        let sealed = self.sealed.iter().filter(|s| !s.legacy).map(|s| (s.seq, s.end));
+        let mut marks: Vec<(u64, u64)> = sealed.chain([(self.cur.seq, self.cur.off)]).collect();
+        if marks.len() > MAX_MARKS {
+            marks.drain(..marks.len() - MAX_MARKS);
+        }
+        self.marker.put(marks);
     }
 
     /// Everything written is durable: sealed segments whose instances a
@@ -337,8 +396,9 @@ impl Wal {
 
 impl Drop for Wal {
     fn drop(&mut self) {
-        // The snapshot thread writes what is waiting, then ends.
+        // The snapshot and mark threads write what is waiting, then end.
         self.snapshots.close();
+        self.marker.close();
     }
 }
 

@@ -10,6 +10,9 @@
 //! - if any valid record of this segment lies anywhere after that point,
 //!   the failed record is damage: a crash keeps a prefix of the one
 //!   unsynced write, so a torn write never has a valid record after it;
+//! - if it lies before the offset up to which the segment was known to be
+//!   synced (its sync mark, `marks.rs`), it is damage too: a synced record
+//!   was acknowledged, and a crash does not tear it;
 //! - otherwise the rest is the segment's unwritten part (zero fill, stale
 //!   records of an earlier life, a torn tail) and is ignored.
 //!
@@ -86,8 +89,9 @@ pub struct Scan {
     pub valid: usize,
 }
 
-/// Judges the bytes of segment `seq` (0: the legacy file) named `file`.
-pub fn scan_segment(bytes: &[u8], seq: u64, file: &str) -> Result<Scan, Damaged> {
+/// Judges the bytes of segment `seq` (0: the legacy file) named `file`,
+/// known to be synced up to byte `synced` (0: not known).
+pub fn scan_segment(bytes: &[u8], seq: u64, file: &str, synced: u64) -> Result<Scan, Damaged> {
     let mut off = 0;
     let mut records = Vec::new();
     while let Some((rec, next)) = parse_one(bytes, off, seq) {
@@ -99,6 +103,13 @@ pub fn scan_segment(bytes: &[u8], seq: u64, file: &str) -> Result<Scan, Damaged>
             file: file.to_owned(),
             offset: off as u64,
             what: format!("the record here does not read back as written, and a valid record follows at byte {later}"),
+        });
+    }
+    if (off as u64) < synced {
+        return Err(Damaged {
+            file: file.to_owned(),
+            offset: off as u64,
+            what: format!("the record here does not read back as written, and this file had been synced up to byte {synced}"),
         });
     }
     Ok(Scan { records, valid: off })

@@ -11,13 +11,16 @@ use std::sync::Arc;
 use stutter_core::Record;
 
 use super::format::crc;
+use super::mailbox::Mailbox;
 use super::{background_priority, SNAPSHOT};
 use crate::platform::fs::{self, File};
 
 /// Where the log hands snapshots: the snapshot thread's mailbox, or (under
 /// simulation) straight to the disk.
 pub(super) enum Snapshots {
-    Thread(Arc<SnapshotMailbox>),
+    /// A newer snapshot replaces one not yet written; the segments the
+    /// older would have retired stay until the newer is durable.
+    Thread(Arc<Mailbox<Record>>),
     Inline { dir: PathBuf, fsync: bool, durable: Arc<AtomicU64> },
 }
 
@@ -26,7 +29,7 @@ impl Snapshots {
         if !thread {
             return Ok(Snapshots::Inline { dir: dir.to_path_buf(), fsync, durable });
         }
-        let mailbox = Arc::new(SnapshotMailbox::default());
+        let mailbox = Arc::new(Mailbox::default());
         let srx = mailbox.clone();
         let dir = dir.to_path_buf();
         std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot_thread(dir, srx, fsync, durable))?;
@@ -52,51 +55,9 @@ impl Snapshots {
 const SNAPSHOT_SYNC_STEP: usize = 1 << 20;
 const SNAPSHOT_STEP_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// The newest snapshot not yet taken by the snapshot thread: one place,
-/// so it is bounded whatever the rate of trims. A newer snapshot replaces
-/// one not yet written (it covers everything the older one did); the
-/// segments the older would have retired stay until the newer is durable,
-/// so nothing is lost by skipping it.
-#[derive(Default)]
-pub(super) struct SnapshotMailbox {
-    /// The waiting snapshot, and whether the log was dropped.
-    state: std::sync::Mutex<(Option<Record>, bool)>,
-    ready: std::sync::Condvar,
-}
-
-impl SnapshotMailbox {
-    pub(super) fn put(&self, rec: Record) {
-        if let Ok(mut s) = self.state.lock() {
-            s.0 = Some(rec);
-            self.ready.notify_one();
-        }
-    }
-
-    pub(super) fn close(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            s.1 = true;
-            self.ready.notify_one();
-        }
-    }
-
-    /// The next snapshot to write; `None` once closed and empty.
-    fn take(&self) -> Option<Record> {
-        let mut s = self.state.lock().ok()?;
-        loop {
-            if let Some(rec) = s.0.take() {
-                return Some(rec);
-            }
-            if s.1 {
-                return None;
-            }
-            s = self.ready.wait(s).ok()?;
-        }
-    }
-}
-
 /// Writes snapshots as they come, the newest when several came meanwhile.
 /// A failure is logged and the log keeps every instance.
-fn snapshot_thread(dir: PathBuf, mailbox: Arc<SnapshotMailbox>, fsync: bool, durable: Arc<AtomicU64>) {
+fn snapshot_thread(dir: PathBuf, mailbox: Arc<Mailbox<Record>>, fsync: bool, durable: Arc<AtomicU64>) {
     background_priority();
     while let Some(rec) = mailbox.take() {
         write_and_publish(&dir, &rec, fsync, true, &durable);
