@@ -10,9 +10,11 @@
 (* kept).  Every step also compares the replica's state summary.          *)
 (*                                                                         *)
 (* The silent steps are Crash, enabled only when the next event is the   *)
-(* Recover of that replica, and Prune, which drops the messages no later *)
-(* event can read and the votes of slots trimmed everywhere, so that the *)
-(* state, and a step's cost, do not grow with the trace.  Every state is *)
+(* Recover of that replica, LeaseExpire (pre-vote), only before that     *)
+(* replica's StartPreVote or pre-vote grant, and Prune, which drops the  *)
+(* messages no later event can read and the votes of slots trimmed       *)
+(* everywhere, so that the state, and a step's cost, do not grow with    *)
+(* the trace.  Every state is                                            *)
 (* checked against the invariants of trace/TraceMultiPaxos.cfg.          *)
 (* TLC prints "TRACE ACCEPTED" and stops when                            *)
 (* the whole trace is matched; register 1 holds the longest matched       *)
@@ -113,8 +115,14 @@ NewlyCommitted(r) == {s \in DOMAIN log'[r] : log'[r][s].com /\ ~At(log[r], s).co
 
 CoreTraceStep(r) ==
     CASE Act(E) = "StartElection" ->
+            \* With pre-vote, an election follows a round a majority granted
+            \* (ElectAfterPreVote, at the round's ballot), unless a leader
+            \* handed off (HandleTimeoutNow: no round, as in the spec).
             LET bal == F(1) IN
-            StartElectionAt(r, bal) /\ Tag(r) /\ Matched(r)
+            /\ IF PreVote /\ gc.handoff[r] = NoOwner
+               THEN pv.round[r] = bal /\ ElectAfterPreVote(r)
+               ELSE StartElectionAt(r, bal) /\ PvAfter(r, FALSE)
+            /\ Tag(r) /\ Matched(r)
       [] Act(E) = "HandlePrepare" ->
             LET frm == F(1) bal == F(2) ok == F(3) IN
             \E m \in Msgs("Prepare", frm, r, bal) :
@@ -269,13 +277,67 @@ GcTraceStep(r) ==
                /\ Matched(r)
          [] OTHER -> FALSE
 
+\* Pre-vote (MultiPaxos.tla, "Pre-vote and leader stickiness"; only in a
+\* trace that holds pre-vote events, TracePreVote).  Each step sets pv.
+PreVoteEvents == {"StartPreVote", "HandlePreVote", "HandlePreVoteReply"}
+
+\* A refusal as the core sends one: the ballot asked about is not above
+\* the replica's, or the replica is in a live leader's lease, which the
+\* core times and the spec does not (pv.hear may be FALSE where the core's
+\* lease still runs, e.g. a candidate that stepped down follows the new
+\* ballot's owner at once): so a refusal does not read pv.hear.  It
+\* changes nothing but the network, and carries the replica's ballot,
+\* which the asker adopts if higher (StepDown).  A candidate is in no
+\* lease: it refuses only a ballot not above its own.
+RefusePreVote(r, m) ==
+    /\ PreVote /\ up[r] /\ m.type = "PreVote" /\ For(r, m)
+    /\ m.bal <= ballot[r] \/ role[r] # "Candidate"
+    /\ Send(Msg("PreVoteRefuse", r, m.from, ballot[r], 0, NoVal, 0, 0, NoEntries, NoSnap))
+    /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions,
+                   exec, owner, chosen, votes, crashes, dur, pend, pv>>
+
+PreVoteTraceStep(r) ==
+    /\ UNCHANGED ptags
+    /\ CASE Act(E) = "StartPreVote" ->
+               LET bal == F(1) IN
+               StartPreVote(r) /\ pv'.round[r] = bal /\ Matched(r)
+         [] Act(E) = "HandlePreVote" ->
+               \* a grant as the spec's (PreVoteGrantOK), a refusal as the core's
+               LET frm == F(1) bal == F(2) ok == F(3) IN
+               \E m \in Msgs("PreVote", frm, r, bal) :
+                  IF ok THEN PreVoteGrantOK(r, bal) /\ HandlePreVote(r, m) /\ Matched(r)
+                  ELSE RefusePreVote(r, m) /\ Matched(r)
+         [] Act(E) = "HandlePreVoteReply" ->
+               \* a grant is counted in the round that asked for it (the
+               \* StartElection that follows a majority reads the grants
+               \* themselves); a refusal carries the refuser's ballot
+               LET frm == F(1) bal == F(2) ok == F(3) IN
+               IF ok THEN /\ pv.round[r] = bal /\ bal > ballot[r]
+                          /\ Msgs("PreVoteGrant", frm, r, bal) # {}
+                          /\ Observe(r)
+               ELSE Msgs("PreVoteRefuse", frm, r, bal) # {} /\ Observe(r)
+         [] OTHER -> FALSE
+
+\* Whether the core step of the event heard a leader or candidate (the
+\* spec's HearStep: pv.hear set, a pre-vote round ended); a rejection
+\* (Reject) hears nothing.
+HeardLeader ==
+    CASE Act(E) = "HandlePrepare" -> F(3)
+      [] Act(E) = "HandleAccept" -> F(4)
+      [] Act(E) = "HandleHeartbeat" -> F(5)
+      [] Act(E) \in {"HandleCatchUp", "InstallSnapshot"} -> TRUE
+      [] OTHER -> FALSE
+
 \* Unlike the models, a collecting replica's protocol steps are not
 \* refused here: the simulator reports GcDone only after the replica has
 \* handled the inputs that queued up during its pause, so its trace shows
 \* those steps between Collect and GcDone (docs/conformance.md).
+\* pv follows every step as in Next (PvAfter), or the step sets it.
 TraceStep(r) ==
-    IF Act(E) \in GcEvents THEN GcTraceStep(r)
+    IF Act(E) \in GcEvents THEN GcTraceStep(r) /\ PvAfter(r, FALSE)
+    ELSE IF Act(E) \in PreVoteEvents THEN PreVoteTraceStep(r) /\ GcAfterCore(r)
     ELSE /\ CoreTraceStep(r)
+         /\ IF Act(E) = "StartElection" THEN TRUE ELSE PvAfter(r, HeardLeader)
          /\ IF Act(E) = "BecomeLeader" THEN TRUE ELSE GcAfterCore(r)
 
 \* Pruning the network.  A message no later event can read is dropped (a
@@ -326,8 +388,21 @@ SilentCrash ==
     /\ up[Rep(E)]
     /\ Crash(Rep(E))
     /\ gc' = GcForget(gc, Rep(E))
+    /\ PvAfter(Rep(E), FALSE)
     /\ ptags' = [ptags EXCEPT ![Rep(E)] = <<>>]
     /\ UNCHANGED l
+
+\* A lease's end is not logged either (the core's lease is timed, the
+\* spec's is not): LeaseExpire, enabled only when the next event needs
+\* its replica out of its lease, its StartPreVote (the election timer
+\* fires only after a timeout without a word from the leader) or a
+\* pre-vote it grants.  Any time, as LeaseExpire without Partition: the
+\* trace does not show whether the leader was silent that long
+\* (docs/spec.md, "Pre-vote and leader stickiness").
+SilentLeaseExpire ==
+    /\ Act(E) = "StartPreVote" \/ (Act(E) = "HandlePreVote" /\ F(3))
+    /\ LeaseExpire(Rep(E))
+    /\ UNCHANGED <<l, ptags>>
 
 TraceInit ==
     /\ Init
@@ -345,7 +420,7 @@ Pruned == Unreadable = {} /\ ~StaleHistory
 
 TraceNext ==
     \/ Prune
-    \/ Pruned /\ l <= Len(Trace) /\ (TraceStep(Rep(E)) \/ SilentCrash) /\ UNCHANGED pv   \* PreVote = FALSE
+    \/ Pruned /\ l <= Len(Trace) /\ (TraceStep(Rep(E)) \/ SilentCrash \/ SilentLeaseExpire)
     \/ Pruned /\ Accepted
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, l, ptags>>

@@ -129,7 +129,15 @@ FIELDS = {
     "HandleGcDone": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["expired"])],
     "TransferLeadership": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
     "HandleTimeoutNow": lambda e: [str(int(e["from"])), str(int(e["ballot"]))],
+    # Pre-vote (docs/protocol.md, "Pre-vote").
+    "StartPreVote": lambda e: [str(int(e["ballot"]))],
+    "HandlePreVote": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
+    "HandlePreVoteReply": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
 }
+
+# Events that exist only with pre-vote on: a trace that holds one is
+# validated with the spec's PreVote = TRUE (TracePreVote).
+PRE_VOTE_EVENTS = {"StartPreVote", "HandlePreVote", "HandlePreVoteReply"}
 
 
 def record(e):
@@ -165,7 +173,7 @@ def record(e):
 
 TYPES = ["Prepare", "Promise", "Nack", "Accept", "Accepted", "Heartbeat",
          "HeartbeatReply", "CatchUp", "Snapshot", "GcRequest", "GcGrant", "GcDone",
-         "TimeoutNow"]
+         "TimeoutNow", "PreVote", "PreVoteGrant", "PreVoteRefuse"]
 
 
 class Sent:
@@ -250,6 +258,15 @@ def message_reads(e, n, sent):
         t = {"HandleGcRequest": "GcRequest", "HandleGcGrant": "GcGrant",
              "HandleTimeoutNow": "TimeoutNow"}[a]
         fine.append((t, e["from"], e["ballot"], 0))
+    elif a == "HandlePreVote":
+        fine.append(("PreVote", e["from"], e["ballot"], 0))
+    elif a == "HandlePreVoteReply":
+        # a refusal carries the refuser's ballot, a grant the one asked about
+        fine.append(("PreVoteGrant" if e["ok"] else "PreVoteRefuse", e["from"], e["ballot"], 0))
+    elif a == "StartElection":
+        # after a pre-vote round, the election counts the round's grants
+        # (ElectAfterPreVote): any replica's at this ballot
+        fine += [("PreVoteGrant", q, e["ballot"], 0) for q in range(n) if q != e["replica"]]
     elif a == "HandleGcDone" and not e["expired"]:
         fine.append(("GcDone", e["from"], e["ballot"], 0))
     elif a == "StepDown" and st["ballot"] > before["ballot"]:   # else its own ballot: reads nothing
@@ -329,7 +346,10 @@ def main():
         sys.exit(2)
     replicas = sorted({int(e["replica"]) for e in events} | {0})
     n = max(replicas) + 1
-    ballots = sorted({int(e["ballot"]) for e in events if e["action"] == "StartElection"})
+    # A pre-vote round claims the ballot it asks about (the spec's owner).
+    ballots = sorted({int(e["ballot"]) for e in events
+                      if e["action"] in ("StartElection", "StartPreVote")})
+    pre_vote = any(e["action"] in PRE_VOTE_EVENTS for e in events)
     slots = [0]
     for e in events:
         st = e["state"]
@@ -347,6 +367,8 @@ def main():
         out.write(f"TraceBallots == {setof(ballots) if ballots else '{}'}\n")
         out.write(f"TraceNumSlots == {max(slots) + 1}\n")
         out.write(f"TraceClients == 1..{len(CLIENTS)}\n")
+        out.write("\\* Pre-vote on: the trace holds a pre-vote event.\n")
+        out.write(f"TracePreVote == {b(pre_vote)}\n")
         out.write("\\* The <<client, seq>> requests of batch v, at index v + 1.\n")
         out.write(f"TraceRequests == {requests_table()}\n")
         fine, coarse, bals = read_tables(events, n)
