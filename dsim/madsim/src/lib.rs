@@ -66,9 +66,8 @@ pub struct Options {
     pub no_fsync: bool,
     /// Write each replica's trace (`replica --trace`) to
     /// `trace-{i}.ndjson` in this directory of the real file system, for
-    /// `spec/trace/merge.py` and `spec/validate`. Turns pre-vote off (the
-    /// trace spec does not model it yet), so the run differs from the
-    /// untraced one of the same seed.
+    /// `spec/trace/merge.py` and `spec/validate` (pre-vote on, as in every
+    /// run: the trace spec reads its steps).
     pub trace_dir: Option<PathBuf>,
 }
 
@@ -155,7 +154,7 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
     let replicas = opts.replicas.max(2);
     // The workload's draws come after the plan's, from the same seed.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let cfg = cluster::config(replicas, opts.trace_dir.is_none());
+    let cfg = cluster::config(replicas);
     let nodes = cluster::start(&handle, &cfg, seed, &dir, opts.no_fsync, opts.trace_dir.as_deref());
     let history: Arc<Mutex<History>> = Arc::default();
     let finals: Arc<Mutex<Finals>> = Arc::default();

@@ -52,8 +52,8 @@ pub struct Options {
     pub damage: f64,
     /// Write each replica's trace to `trace-{i}.ndjson` in this directory
     /// of the real file system ([`node_traces`]), for `spec/trace/merge.py`
-    /// and `spec/validate`. Turns pre-vote off (the trace spec does not
-    /// model it yet), so the run differs from the untraced one of the seed.
+    /// and `spec/validate` (pre-vote on, as in every run: the trace spec
+    /// reads its steps).
     pub trace_dir: Option<std::path::PathBuf>,
 }
 
