@@ -127,6 +127,10 @@ pub struct Driver {
     /// Replicas killed by the plan (the supervisor leaves them down).
     down: Vec<bool>,
     pub applied: Vec<String>,
+    /// When the cluster last changed (a fault applied or undone, a
+    /// supervisor restart): after [`Driver::heal`], the moment from which
+    /// the liveness judge (`check::liveness`) counts.
+    pub last_change: Duration,
 }
 
 fn now() -> Duration {
@@ -138,12 +142,13 @@ impl Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
         let n = replicas.len();
-        Driver { pending, undo: Vec::new(), replicas, dirs, clients, max_latency_ms: plan.max_latency_ms, down: vec![false; n], applied: Vec::new() }
+        Driver { pending, undo: Vec::new(), replicas, dirs, clients, max_latency_ms: plan.max_latency_ms, down: vec![false; n], applied: Vec::new(), last_change: Duration::ZERO }
     }
 
     fn log(&mut self, now: Duration, what: String) {
         tracing::info!(target: "dsim", at_ms = now.as_millis() as u64, "{what}");
         self.applied.push(format!("{}ms {what}", now.as_millis()));
+        self.last_change = now;
     }
 
     /// Applies due faults, undoes expired ones, and supervises.

@@ -174,7 +174,11 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
     }
     let h = history.lock().unwrap_or_else(|p| p.into_inner());
     let f = finals.lock().unwrap_or_else(|p| p.into_inner());
-    let violations = check::all(&h, &f);
+    let mut violations = check::all(&h, &f);
+    // The turmoil layer's liveness judge: after the last fault healed,
+    // every call answered within 10 election timeouts.
+    let bound = check::election_timeout() * check::LIVENESS_BOUND_ELECTION_TIMEOUTS;
+    violations.extend(check::liveness(&h, driver.last_change, bound));
     let hash = check::hash(&h, &driver.applied, &f);
     Outcome {
         seed,

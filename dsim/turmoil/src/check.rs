@@ -138,6 +138,69 @@ fn digests(finals: &Finals, v: &mut Vec<String>) {
     }
 }
 
+/// The liveness judge's bound, in election timeouts (`ELECTION_TIMEOUT`
+/// of the core's default configuration, which the simulated replicas run).
+///
+/// Why 10 (3 s): once every fault is healed, the slowest correct path to
+/// an answer is a deposed leader's election timeout with its jitter (up to
+/// 2 timeouts), a pre-vote and a prepare round (milliseconds), a request
+/// that went to a replica which lost its leadership and is retried after
+/// the client's 500 ms attempt timeout (under 2 timeouts), and a restarted
+/// replica's catch-up, which the leader serves at once. That is under 5
+/// timeouts; 10 leave a factor of two. The longest wait the correct node
+/// showed after healing is in docs/simulator.md (turmoil layer,
+/// "Liveness"). It must also stay below the client library's 5 s deadline
+/// per call, so an operation that is never answered is judged by its wait
+/// and not only by its `Unknown` outcome.
+pub const LIVENESS_BOUND_ELECTION_TIMEOUTS: u32 = 10;
+
+/// The core's default election timeout (`stutter_core::Config`), which the
+/// simulated replicas run with.
+pub fn election_timeout() -> std::time::Duration {
+    std::time::Duration::from_micros(stutter_core::Config::default().election_timeout)
+}
+
+/// The liveness judge: after the last fault has healed (at `healed`: every
+/// partition and hold released, every replica that did not refuse on
+/// damaged state running), every client operation must be answered (done
+/// or definitely rejected) within `bound`, counted from its invocation or
+/// from `healed`, whichever is later. An operation whose wait exceeds the
+/// bound, answered late or never (`Unknown` after the client's deadline),
+/// is a violation. Lost messages and lost reply routes are not safety
+/// bugs (a client times out and retries), so only this judge sees them.
+/// Operations that ended (even as `Unknown`) before waiting `bound` are not
+/// judged: the client gave up before the judge could.
+pub fn liveness(h: &History, healed: std::time::Duration, bound: std::time::Duration) -> Vec<String> {
+    let late: Vec<(usize, &Op, std::time::Duration)> = h
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| op.complete > healed)
+        .map(|(i, op)| (i, op, op.complete.saturating_sub(op.invoke.max(healed))))
+        .filter(|(_, _, waited)| *waited > bound)
+        .collect();
+    let Some((i, op, waited)) = late.first() else { return Vec::new() };
+    // One violation per run: the first late operation, and how many more.
+    let who = if op.client == usize::MAX { "the final reader".to_string() } else { format!("client c{}", op.client) };
+    let what = if op.outcome == Outcome::Unknown { "never answered" } else { "answered late" };
+    vec![format!(
+        "liveness: {who} op #{i} ({:?} key {}) invoked at {} ms, healed at {} ms: {what} after waiting {} ms > bound {} ms ({} operations in all waited past the bound)",
+        op.kind,
+        op.key,
+        op.invoke.as_millis(),
+        healed.as_millis(),
+        waited.as_millis(),
+        bound.as_millis(),
+        late.len()
+    )]
+}
+
+/// The longest wait of any operation after `healed` (for measuring the
+/// correct node against the bound).
+pub fn longest_wait_after(h: &History, healed: std::time::Duration) -> std::time::Duration {
+    h.ops.iter().filter(|o| o.complete > healed).map(|o| o.complete.saturating_sub(o.invoke.max(healed))).max().unwrap_or_default()
+}
+
 /// FNV-1a over the run's observations, in order.
 pub fn hash(h: &History, faults: &[String], finals: &Finals) -> u64 {
     let mut x: u64 = 0xcbf2_9ce4_8422_2325;
@@ -214,5 +277,35 @@ mod tests {
         lost_writes(0, &h.iter().collect::<Vec<_>>(), &mut v);
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].contains("Put(2)"), "{v:?}");
+    }
+
+    /// The judge counts from the later of invocation and healing: an
+    /// operation that straddles the heal is judged by its wait after it,
+    /// one that ended before it is not judged, and one never answered
+    /// within the bound after healing is named, late answers too.
+    #[test]
+    fn the_liveness_judge_counts_the_wait_after_healing() {
+        let healed = Duration::from_millis(1_000);
+        let bound = Duration::from_millis(3_000);
+        let h = |ops: Vec<Op>| History { ops };
+        // Before the heal, however long: not judged.
+        assert!(liveness(&h(vec![op(0, Kind::Get, 0, 900, Outcome::Unknown)]), healed, bound).is_empty());
+        // Straddling: 3.5 s in all, 2.5 s after the heal: within the bound.
+        assert!(liveness(&h(vec![op(0, Kind::Get, 0, 3_500, Outcome::Ok(None))]), healed, bound).is_empty());
+        // After the heal, answered after 3.1 s: late.
+        let v = liveness(&h(vec![op(0, Kind::Put(1), 2_000, 5_100, Outcome::Ok(None))]), healed, bound);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("answered late") && v[0].contains("3100 ms"), "{v:?}");
+        // Never answered (the client's deadline): named as such, one
+        // violation for the run with the count of late operations.
+        let v = liveness(
+            &h(vec![op(0, Kind::Get, 2_000, 7_000, Outcome::Unknown), op(1, Kind::Get, 2_000, 7_000, Outcome::Unknown)]),
+            healed,
+            bound,
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("never answered") && v[0].contains("2 operations"), "{v:?}");
+        // A client that gave up before the bound is not judged.
+        assert!(liveness(&h(vec![op(0, Kind::Get, 2_000, 4_000, Outcome::Unknown)]), healed, bound).is_empty());
     }
 }

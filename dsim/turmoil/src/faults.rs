@@ -113,6 +113,10 @@ pub struct Driver {
     refused: Refused,
     reported: Vec<bool>,
     pub applied: Vec<String>,
+    /// When the cluster last changed (a fault applied or undone, a
+    /// supervisor restart, a refusal noted): after [`Driver::heal`], the
+    /// moment from which the liveness judge (`check::liveness`) counts.
+    pub last_change: Duration,
 }
 
 impl Driver {
@@ -120,7 +124,7 @@ impl Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
         let n = refused.borrow().len();
-        Driver { pending, undo: Vec::new(), down: vec![false; n], refused, reported: vec![false; n], applied: Vec::new() }
+        Driver { pending, undo: Vec::new(), down: vec![false; n], refused, reported: vec![false; n], applied: Vec::new(), last_change: Duration::ZERO }
     }
 
     fn refused(&self, i: usize) -> bool {
@@ -130,6 +134,7 @@ impl Driver {
     fn log(&mut self, now: Duration, what: String) {
         tracing::info!(target: "dsim", at_ms = now.as_millis() as u64, "{what}");
         self.applied.push(format!("{}ms {what}", now.as_millis()));
+        self.last_change = now;
     }
 
     /// Called after every step: applies due faults and undoes expired ones.

@@ -80,6 +80,12 @@ pub struct Outcome {
     pub refused: Vec<usize>,
     /// Replicas in the cluster.
     pub replicas: usize,
+    /// When the last fault was healed (simulated time): the liveness
+    /// judge's start.
+    pub healed: Duration,
+    /// The longest an operation waited after `healed` (the liveness
+    /// judge's measure; the bound is `check::LIVENESS_BOUND_ELECTION_TIMEOUTS`).
+    pub longest_wait_after_heal: Duration,
 }
 
 impl Outcome {
@@ -113,7 +119,14 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     until_clients_done(&mut sim, &mut driver, false)?;
     let h = history.borrow();
     let f = finals.borrow();
-    let violations = check::all(&h, &f);
+    let mut violations = check::all(&h, &f);
+    // Liveness is judged only where a majority runs: a majority refused on
+    // damage cannot serve, and is counted as unavailable, not as a failure.
+    let healed = driver.last_change;
+    let bound = check::election_timeout() * check::LIVENESS_BOUND_ELECTION_TIMEOUTS;
+    if f.refused.len() * 2 <= replicas {
+        violations.extend(check::liveness(&h, healed, bound));
+    }
     let hash = check::hash(&h, &driver.applied, &f);
     Ok(Outcome {
         seed,
@@ -125,6 +138,8 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
         sim_time: sim.elapsed(),
         refused: f.refused.clone(),
         replicas,
+        healed,
+        longest_wait_after_heal: check::longest_wait_after(&h, healed),
     })
 }
 

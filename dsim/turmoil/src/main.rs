@@ -98,6 +98,7 @@ fn main() -> Result<()> {
                 o.hash,
                 o.violations.len()
             );
+            println!("healed at {} ms; longest wait after it {} ms", o.healed.as_millis(), o.longest_wait_after_heal.as_millis());
             if !o.refused.is_empty() {
                 println!("refused: damaged state {:?}{}", o.refused, if o.unavailable() { "; unavailable (damaged majority)" } else { "" });
             }
@@ -112,6 +113,9 @@ fn main() -> Result<()> {
             let started = Instant::now();
             let mut failed = Vec::new();
             let (mut refused, mut unavailable) = (Vec::new(), Vec::new());
+            // The longest wait after healing among passing seeds, and its
+            // seed: how close the correct node comes to the liveness bound.
+            let mut longest = (std::time::Duration::ZERO, 0);
             for seed in from..from + count {
                 // A panic (a replica's or the harness's) fails the seed, not
                 // the swarm.
@@ -127,7 +131,9 @@ fn main() -> Result<()> {
                     }
                 }
                 match r {
-                    Ok(o) if o.violations.is_empty() => {}
+                    Ok(o) if o.violations.is_empty() => {
+                        longest = longest.max((o.longest_wait_after_heal, seed));
+                    }
                     Ok(o) => {
                         println!("seed {seed} FAILED: {}", o.violations.join("; "));
                         failed.push(seed);
@@ -140,10 +146,12 @@ fn main() -> Result<()> {
             }
             let secs = started.elapsed().as_secs_f64();
             println!(
-                "{count} seeds, {} failed {failed:?}; {} with a minority refusing on damaged state, {} unavailable (damaged majority); {secs:.1} s wall, {:.0} runs/min",
+                "{count} seeds, {} failed {failed:?}; {} with a minority refusing on damaged state, {} unavailable (damaged majority); longest wait after healing {} ms (seed {}); {secs:.1} s wall, {:.0} runs/min",
                 failed.len(),
                 refused.len(),
                 unavailable.len(),
+                longest.0.as_millis(),
+                longest.1,
                 count as f64 * 60.0 / secs.max(1e-9)
             );
             if !failed.is_empty() {

@@ -37,6 +37,19 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// slots it missed. Generous enough for the largest snapshot frame on a
 /// slow link.
 const WRITE_STALL: Duration = Duration::from_secs(10);
+/// Injected bug `drop-on-reconnect` (feature `node-bug-drop-on-reconnect`,
+/// for the simulation layers' teeth; never in a real build): once a link
+/// to a peer has been re-established after a break, the sender drops the
+/// first message of what it had queued for that peer instead of sending
+/// it. The real mistake it models: skipping "the stale message pulled
+/// before the link broke" on a reconnect, with the flag that says so kept
+/// in the task's state and never cleared after the first batch, so from
+/// the first reconnect on, the first message of every batch to that peer
+/// is lost (at low load most batches are one message: the link goes
+/// nearly silent). Paxos tolerates lost messages, so no safety check sees
+/// it; the replicas behind that link stop hearing heartbeats, accepts and
+/// catch-up, which only a liveness judge sees.
+const BUG_DROP_ON_RECONNECT: bool = cfg!(feature = "node-bug-drop-on-reconnect");
 /// Inbound connections in their handshake at once; more are closed at
 /// once. Authenticated ones are not counted: there is one per peer (a
 /// newer one from the same peer replaces it).
@@ -83,6 +96,9 @@ impl PeerLinks {
 async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiver<Message>) {
     let mut backoff = Duration::from_millis(10);
     let mut last_error: Option<String> = None;
+    // A connection to this peer existed and broke (only the injected bug
+    // `drop-on-reconnect` reads it).
+    let mut reconnecting = false;
     loop {
         let sa = match resolve(&addr) {
             Ok(a) => a,
@@ -135,6 +151,12 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                     Err(_) => break,
                 }
             }
+            if BUG_DROP_ON_RECONNECT && reconnecting {
+                // Injected bug (see the constant): the first message of
+                // the batch is dropped, on every batch since the first
+                // reconnect, for `reconnecting` is never cleared.
+                batch.remove(0);
+            }
             for msg in batch {
                 buf.clear();
                 if let Err(e) = sealer.seal(&msg, p.max_frame, &mut buf) {
@@ -151,6 +173,7 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
             }
         }
         tracing::info!(%addr, peer = to, "peer connection lost; reconnecting");
+        reconnecting = true;
     }
 }
 

@@ -258,12 +258,15 @@ impl ProtocolLoop {
                 Output::Reply { client, seq, reply } => {
                     let Some(slot) = self.routes.take(client, seq) else { continue };
                     let resp = match reply {
-                        Reply::Redirect { leader } => ClientResponse::Redirect {
-                            client,
-                            seq,
-                            leader,
-                            addr: leader.and_then(|l| self.cfg.get(l)).map(|r| r.client_addr.clone()),
-                        },
+                        Reply::Redirect { leader } => {
+                            self.routes.redirected(client);
+                            ClientResponse::Redirect {
+                                client,
+                                seq,
+                                leader,
+                                addr: leader.and_then(|l| self.cfg.get(l)).map(|r| r.client_addr.clone()),
+                            }
+                        }
                         reply => ClientResponse::Reply { client, seq, reply },
                     };
                     // Never waits: the place was reserved with the request.

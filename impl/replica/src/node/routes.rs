@@ -1,6 +1,6 @@
 //! Which client connection waits for the reply to which request.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use stutter_core::{ClientId, Seq};
@@ -20,7 +20,22 @@ pub const ROUTE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Routes {
     waiting: BTreeMap<(ClientId, Seq), (ReplySlot, Instant)>,
     last_sweep: Option<Instant>,
+    /// Clients this replica redirected (only the injected bug
+    /// `lost-redirect-route` keeps them).
+    redirected: BTreeSet<ClientId>,
 }
+
+/// Injected bug `lost-redirect-route` (feature `node-bug-lost-redirect-route`,
+/// for the simulation layers' teeth; never in a real build): once this
+/// replica has redirected a client to the leader, it keeps no route for
+/// that client's requests any more, so their replies are never sent. The
+/// real mistake it models: a redirect treated as handing the client's
+/// session over to the leader for good ("its replies come from there
+/// now"), with the hand-over never undone, neither when the client comes
+/// back nor when this replica becomes the leader itself. A client that
+/// was redirected by a replica that later leads waits for every reply in
+/// vain (its attempts time out; redirects from the others send it back).
+const BUG_LOST_REDIRECT_ROUTE: bool = cfg!(feature = "node-bug-lost-redirect-route");
 
 impl Routes {
     /// Records who waits for `(client, seq)`. A route already there for the
@@ -29,8 +44,20 @@ impl Routes {
     /// route gets its reply; the older connection may retry too (executed
     /// at most once), and its slot is not held until the timeout.
     pub fn insert(&mut self, client: ClientId, seq: Seq, reply: ReplySlot) {
+        if BUG_LOST_REDIRECT_ROUTE && self.redirected.contains(&client) {
+            // The slot is dropped unanswered: the route is lost.
+            return;
+        }
         if let Some((old, _)) = self.waiting.insert((client, seq), (reply, Instant::now())) {
             old.send(ClientResponse::Unknown { client, seq });
+        }
+    }
+
+    /// `client` was redirected to the leader (only the injected bug
+    /// `lost-redirect-route` remembers it).
+    pub fn redirected(&mut self, client: ClientId) {
+        if BUG_LOST_REDIRECT_ROUTE {
+            self.redirected.insert(client);
         }
     }
 
