@@ -152,7 +152,12 @@ const CORRUPTION_SEEDS: u64 = 100;
 /// to the leader's promise. The runs' own checks passed. The log's sync
 /// marks (impl/replica/src/wal/marks.rs) now tell such a record from a
 /// torn one: each of these replicas refuses to start.
-#[cfg(not(any(feature = "node-bug-ack-before-sync", feature = "node-bug-accept-torn-tail")))]
+#[cfg(not(any(
+    feature = "node-bug-ack-before-sync",
+    feature = "node-bug-accept-torn-tail",
+    feature = "node-bug-drop-on-reconnect",
+    feature = "node-bug-lost-redirect-route"
+)))]
 #[test]
 fn a_damaged_synced_last_record_is_refused_not_cut_off() {
     let opts = Options { corruption: 0.01, damage: 0.2, ..Options::default() };
