@@ -22,8 +22,9 @@ cut is reported on stderr.
 stopped for good before the others ended (a replica that refused to start
 on damaged state, in the simulation layers): their end does not cut the
 merge, or everything after it would go unjudged.  Their last process was
-killed too, so a lost last line could make the spec reject the merge; a
-spurious rejection, never a spurious acceptance.
+killed too, so a lost last line could make the spec reject what others
+did after it (a spurious rejection); the lost line itself goes unjudged,
+as it would with the default cut.
 """
 import heapq
 import json
