@@ -102,6 +102,28 @@ fn a_sender_stalled_on_a_crashed_peer_is_redialled() {
     }
 }
 
+/// Regression (the liveness judge, issue 16): r0 crashed and came back
+/// while r1's writes to it were held; r1's sender stayed blocked on its
+/// connection to r0's previous incarnation for `WRITE_STALL` (10 s),
+/// while r0, which had re-dialled r1, waited for r1's replies and no
+/// leader could be elected: 8 calls waited past the judge's 3 s, the
+/// longest 5.1 s. A peer's re-dial now makes our link to it suspect
+/// (`SUSPECT_STALL` in impl/replica/src/node/peers.rs): longest wait
+/// after healing 40 ms.
+#[cfg(not(any(
+    feature = "node-bug-ack-before-sync",
+    feature = "node-bug-accept-torn-tail",
+    feature = "node-bug-drop-on-reconnect",
+    feature = "node-bug-lost-redirect-route"
+)))]
+#[test]
+fn a_sender_blocked_on_a_restarted_peers_old_connection_redials() {
+    let opts = Options { corruption: 0.01, damage: 0.2, ..Options::default() };
+    let o = run(144, &opts).unwrap();
+    assert_eq!(o.refused, vec![2], "seed 144 no longer meets its fault");
+    assert!(o.violations.is_empty(), "seed 144: {:?}", o.violations);
+}
+
 /// Issue 16: a corrupt record in the middle of the log is damage, not a
 /// torn tail. Reads here return a flipped byte one time in a hundred, and
 /// a restarting replica finds a byte of its files flipped for good one

@@ -42,7 +42,7 @@ use crate::platform::{listen_addr, net::TcpListener};
 use crate::wal::Wal;
 use event::EVENT_QUEUE;
 use group_commit::GroupCommit;
-use peers::{LinkParams, PeerLinks};
+use peers::{LinkParams, PeerLinks, Redials};
 use protocol_loop::ProtocolLoop;
 
 pub use group_commit::WAL_QUEUE;
@@ -120,7 +120,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     }
 
     let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
-    let link = LinkParams { me: opts.id, n: cfg.n(), key, max_frame: caps.max_peer_frame };
+    let link = LinkParams { me: opts.id, n: cfg.n(), key, max_frame: caps.max_peer_frame, redialled: Redials::new(cfg.n()) };
     tokio::spawn(peers::listen(peer_listener, events.clone(), link.clone()));
     let port = clients::ClientPort { me: opts.id, caps, events };
     tokio::spawn(clients::listen(client_listener, port));

@@ -5,12 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::future::Future;
 use std::time::Duration;
 
 use stutter_core::{Message, ReplicaId};
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 use super::event::{Event, Events};
 use crate::config::resolve;
@@ -37,6 +39,18 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// slots it missed. Generous enough for the largest snapshot frame on a
 /// slow link.
 const WRITE_STALL: Duration = Duration::from_secs(10);
+/// The stall allowed instead while the link is suspect: for `WRITE_STALL`
+/// after the peer opened a new connection to us in place of its old one.
+/// A peer that re-dials has restarted or found its own link to us broken;
+/// if our writes to it are blocked meanwhile, they are blocked on a
+/// connection to its previous incarnation, which a real kernel would
+/// reset at our next segment, but a black-holing network (or the
+/// simulated TCP of dsim/turmoil, turmoil seed 144) leaves waiting the
+/// whole `WRITE_STALL`, while the peer waits for our pre-vote replies
+/// and accepts. Long enough for a healthy link's writes, which complete
+/// into the socket buffer at once; a large snapshot frame on a slow link
+/// that is cut by it is sent again by the core's catch-up.
+const SUSPECT_STALL: Duration = Duration::from_secs(1);
 /// Injected bug `drop-on-reconnect` (feature `node-bug-drop-on-reconnect`,
 /// for the simulation layers' teeth; never in a real build): once a link
 /// to a peer has been re-established after a break, the sender drops the
@@ -63,6 +77,24 @@ pub struct LinkParams {
     pub key: ClusterKey,
     /// Largest frame sent or accepted (`[limits] max_peer_frame_mb`).
     pub max_frame: usize,
+    /// Per peer: signalled when the peer replaces its connection to us.
+    pub redialled: Redials,
+}
+
+/// One signal per replica id, raised by the listener when that peer's new
+/// authenticated connection replaces an older one, and read by the sender
+/// to that peer (see `SUSPECT_STALL`).
+#[derive(Clone)]
+pub struct Redials(Arc<BTreeMap<ReplicaId, Arc<Notify>>>);
+
+impl Redials {
+    pub fn new(n: usize) -> Redials {
+        Redials(Arc::new((0..n).filter_map(|i| ReplicaId::try_from(i).ok()).map(|i| (i, Arc::new(Notify::new()))).collect()))
+    }
+
+    fn of(&self, peer: ReplicaId) -> Arc<Notify> {
+        self.0.get(&peer).cloned().unwrap_or_default()
+    }
 }
 
 /// The outbound side: one queue and one sender task per peer.
@@ -99,6 +131,9 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
     // A connection to this peer existed and broke (only the injected bug
     // `drop-on-reconnect` reads it).
     let mut reconnecting = false;
+    let redialled = p.redialled.of(to);
+    // Until then the link is suspect (see `SUSPECT_STALL`).
+    let mut suspect_until: Option<Instant> = None;
     loop {
         let sa = match resolve(&addr) {
             Ok(a) => a,
@@ -164,16 +199,35 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                     tracing::error!(peer = to, kind = msg.kind(), error = %e, "message not sent: raise [limits] max_peer_frame_mb");
                     continue;
                 }
-                if !matches!(tokio::time::timeout(WRITE_STALL, w.write_all(&buf)).await, Ok(Ok(()))) {
+                if !unstalled(w.write_all(&buf), &redialled, &mut suspect_until).await {
                     break 'conn;
                 }
             }
-            if !matches!(tokio::time::timeout(WRITE_STALL, w.flush()).await, Ok(Ok(()))) {
+            if !unstalled(w.flush(), &redialled, &mut suspect_until).await {
                 break 'conn;
             }
         }
         tracing::info!(%addr, peer = to, "peer connection lost; reconnecting");
         reconnecting = true;
+    }
+}
+
+/// Runs one write to a peer; false if it failed or stalled: made no
+/// progress for `WRITE_STALL`, or for `SUSPECT_STALL` while the link is
+/// suspect, which a redial of the peer (now or earlier) makes it.
+async fn unstalled(write: impl Future<Output = std::io::Result<()>>, redialled: &Notify, suspect_until: &mut Option<Instant>) -> bool {
+    tokio::pin!(write);
+    let started = Instant::now();
+    loop {
+        let suspect = suspect_until.is_some_and(|until| Instant::now() < until);
+        let deadline = started + if suspect { SUSPECT_STALL } else { WRITE_STALL };
+        // Biased: the simulation layers need the same choice on every run.
+        tokio::select! {
+            biased;
+            done = &mut write => return done.is_ok(),
+            _ = tokio::time::sleep_until(deadline) => return false,
+            _ = redialled.notified() => *suspect_until = Some(Instant::now() + WRITE_STALL),
+        }
     }
 }
 
@@ -211,10 +265,12 @@ pub async fn listen(listener: TcpListener, events: Events, p: LinkParams) {
             tracing::info!(%addr, peer = from, authenticated = p.key.authenticates(), "peer connected");
             let max = p.max_frame;
             let reader = tokio::spawn(receive(stream, opener, from, max, events));
-            // One connection per peer: a newer one means the older is dead.
+            // One connection per peer: a newer one means the older is dead,
+            // and perhaps our link to the peer too (`SUSPECT_STALL`).
             let old = current.lock().ok().and_then(|mut c| c.insert(from, reader.abort_handle()));
             if let Some(old) = old {
                 old.abort();
+                p.redialled.of(from).notify_one();
             }
         });
     }
@@ -253,6 +309,47 @@ async fn receive(stream: TcpStream, mut opener: peer_auth::FrameOpener, from: Re
 mod tests {
     use super::*;
 
+    /// A write that makes no progress ends after `WRITE_STALL`; once the
+    /// peer has re-dialled, at once if it has been blocked longer than
+    /// `SUSPECT_STALL`, and for `WRITE_STALL` after the re-dial every
+    /// blocked write ends after `SUSPECT_STALL`. Time is tokio's paused
+    /// clock: the figures are exact.
+    #[tokio::test(start_paused = true)]
+    async fn a_blocked_write_gives_way_soon_after_the_peer_redials() {
+        let redialled = Notify::new();
+        let mut suspect = None;
+        let blocked = || std::future::pending::<std::io::Result<()>>();
+
+        let t = Instant::now();
+        assert!(!unstalled(blocked(), &redialled, &mut suspect).await);
+        assert_eq!(t.elapsed(), WRITE_STALL);
+
+        let t = Instant::now();
+        let redial = async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            redialled.notify_one();
+        };
+        let (written, ()) = tokio::join!(unstalled(blocked(), &redialled, &mut suspect), redial);
+        assert!(!written);
+        assert_eq!(t.elapsed(), Duration::from_secs(3), "blocked past SUSPECT_STALL when the peer re-dialled");
+
+        let t = Instant::now();
+        assert!(!unstalled(blocked(), &redialled, &mut suspect).await);
+        assert_eq!(t.elapsed(), SUSPECT_STALL, "still suspect");
+        assert!(unstalled(async { Ok(()) }, &redialled, &mut suspect).await, "a write that completes is not cut");
+
+        tokio::time::sleep(WRITE_STALL).await;
+        let t = Instant::now();
+        assert!(!unstalled(blocked(), &redialled, &mut suspect).await);
+        assert_eq!(t.elapsed(), WRITE_STALL, "no longer suspect");
+
+        // A re-dial while no write was under way counts at the next write.
+        redialled.notify_one();
+        let t = Instant::now();
+        assert!(!unstalled(blocked(), &redialled, &mut suspect).await);
+        assert_eq!(t.elapsed(), SUSPECT_STALL);
+    }
+
     /// The sender of a received message is the replica the connection
     /// authenticated as; frames name no sender. A dialer that claims an
     /// id with the wrong key gets nothing through.
@@ -262,7 +359,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (events, mut rx) = mpsc::channel(16);
-        let params = LinkParams { me: 0, n: 3, key: key.clone(), max_frame: 1 << 20 };
+        let params = LinkParams { me: 0, n: 3, key: key.clone(), max_frame: 1 << 20, redialled: Redials::new(3) };
         tokio::spawn(listen(listener, events, params));
 
         let mut s = TcpStream::connect(addr).await.unwrap();
