@@ -19,6 +19,8 @@ struct Cluster {
     clients: Vec<String>,
     peers: Vec<String>,
     procs: Vec<Option<Child>>,
+    /// The replicas run with `--trace` ([`TRACED`]).
+    traced: bool,
 }
 
 const SECRET: &str = "test cluster secret, 32 bytes..";
@@ -50,7 +52,7 @@ impl Cluster {
         toml += extra;
         let config = dir.path().join("cluster.toml");
         std::fs::write(&config, toml).expect("write config");
-        let mut c = Cluster { dir, config, clients, peers, procs: vec![None, None, None] };
+        let mut c = Cluster { dir, config, clients, peers, procs: vec![None, None, None], traced: extra.contains(TRACED) };
         for id in 0..3 {
             c.start(id);
         }
@@ -61,10 +63,18 @@ impl Cluster {
         self.dir.path().join(format!("data-{id}"))
     }
 
+    fn trace(&self, id: usize) -> PathBuf {
+        self.dir.path().join(format!("trace-{id}.ndjson"))
+    }
+
     fn start(&mut self, id: usize) {
         let log = std::fs::File::create(self.dir.path().join(format!("replica-{id}.log"))).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_replica"))
-            .args(["--config", path(&self.config), "--id", &id.to_string(), "--data-dir", path(&self.data(id))])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_replica"));
+        cmd.args(["--config", path(&self.config), "--id", &id.to_string(), "--data-dir", path(&self.data(id))]);
+        if self.traced {
+            cmd.args(["--trace", path(&self.trace(id))]);
+        }
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -224,6 +234,49 @@ fn full_restart_recovers_every_acknowledged_write() {
     }
     let mut c = cl.client();
     rt.block_on(assert_present(&mut c, &keys));
+}
+
+/// A comment line in the config that makes [`Cluster::with`] run the
+/// replicas with `--trace`.
+const TRACED: &str = "# traced\n";
+
+/// A restarted replica's trace continues its earlier one: the steps of the
+/// first process, then `Recover`, then the second's (trace validation
+/// reads one file as the history of one data directory). A first start
+/// begins the file afresh.
+#[test]
+fn a_restarted_replicas_trace_continues_after_its_recover_step() {
+    let mut cl = Cluster::with(&format!("[security]\ncluster_secret = \"{SECRET}\"\n{TRACED}"));
+    let rt = rt();
+    let mut c = cl.client();
+    let keys = rt.block_on(write_keys(&mut c, "t", 50));
+    cl.kill(1);
+    let before = std::fs::read_to_string(cl.trace(1)).expect("trace of the first process");
+    assert!(before.lines().count() > 50, "the first process traced its steps");
+    cl.start(1);
+    let mut more = rt.block_on(write_keys(&mut c, "u", 50));
+    more.extend(keys);
+    rt.block_on(assert_present(&mut c, &more));
+    let actions: Vec<String> = std::fs::read_to_string(cl.trace(1))
+        .expect("trace")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| e.get("action").and_then(|a| a.as_str()).map(str::to_owned))
+        .collect();
+    let recovers: Vec<usize> = actions.iter().enumerate().filter(|(_, a)| *a == "Recover").map(|(i, _)| i).collect();
+    assert_eq!(recovers.len(), 1, "one restart, one Recover");
+    assert!(recovers[0] >= before.lines().count(), "the first process's steps come before Recover, not replaced by it");
+    assert!(actions.len() > recovers[0] + 1, "the second process traced its steps after Recover");
+
+    // A first start (a fresh data directory) truncates a file left there.
+    cl.kill(2);
+    std::fs::remove_dir_all(cl.data(2)).expect("remove data dir");
+    std::fs::write(cl.trace(2), "left by an earlier cluster\n").expect("write");
+    cl.start(2);
+    std::thread::sleep(Duration::from_millis(500));
+    let fresh = std::fs::read_to_string(cl.trace(2)).expect("trace");
+    assert!(!fresh.contains("left by an earlier cluster"), "a first start begins the file afresh");
+    assert!(!fresh.contains("\"Recover\""), "a first start has no Recover");
 }
 
 #[test]

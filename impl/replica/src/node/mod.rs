@@ -96,7 +96,8 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     // trace. A restart traces one even when nothing was recovered (a
     // replica that had written nothing, or whose only record was torn),
     // so that the trace shows the earlier process's volatile state gone.
-    let replica = if !wal.restart() {
+    let restarted = wal.restart();
+    let replica = if !restarted {
         Replica::new(opts.id, core_cfg, rng)
     } else {
         Replica::recover(opts.id, core_cfg, durable, rng)
@@ -129,9 +130,18 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     let (stop, shutdown) = oneshot::channel();
     tokio::spawn(forward_shutdown(stop));
 
+    // A restart continues the trace of the earlier processes (after its
+    // `Recover` step, one trace is the history of this data directory, as
+    // trace validation reads it); a first start begins it afresh.
     let trace = match &opts.trace {
         Some(path) => Some(std::io::BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+            std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(restarted)
+                .truncate(!restarted)
+                .open(path)
+                .with_context(|| format!("opening {}", path.display()))?,
         )),
         None => None,
     };
