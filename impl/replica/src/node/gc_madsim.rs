@@ -36,7 +36,8 @@
 //!
 //! Each node's collector activity is tallied per run thread ([`tally`])
 //! for the harness: pauses, assists, collections due and granted, and
-//! hand-offs (a leader stepping down while its collection is due).
+//! hand-offs (a leader due for a collection telling a follower to take
+//! over).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -93,7 +94,8 @@ pub struct GcTally {
     /// collections the protocol granted (`Output::Collect`) that ran.
     pub due: u64,
     pub granted: u64,
-    /// A leader with a collection due stepped down (GC hand-off).
+    /// Hand-offs: as a leader with a collection due, the node told a
+    /// follower to take over (`TimeoutNow`, which only the hand-off sends).
     pub handoffs: u64,
     /// Full collections asked for from outside (the harness's `gc` fault).
     pub requested: u64,
@@ -145,9 +147,6 @@ pub struct GcDriver {
     window_at: Time,
     busy: f64,
     events: Vec<Event>,
-    /// A collection is due and not yet run (coordinated mode).
-    due_pending: bool,
-    leading: bool,
     assist_us: u64,
     pause_us: u64,
 }
@@ -202,8 +201,6 @@ impl GcDriver {
             window_at: 0,
             busy: 0.0,
             events: Vec::new(),
-            due_pending: false,
-            leading: false,
             assist_us: 0,
             pause_us: 0,
         })
@@ -263,7 +260,12 @@ impl GcDriver {
     pub fn output(&mut self, out: &Output) {
         let bytes = match out {
             Output::Reply { .. } => REPLY_BYTES,
-            Output::Send { .. } => SEND_BYTES,
+            Output::Send { msg, .. } => {
+                if matches!(msg, Message::TimeoutNow { .. }) {
+                    count(self.node, |t| t.handoffs += 1);
+                }
+                SEND_BYTES
+            }
             _ => return,
         };
         self.turn_bytes += bytes;
@@ -313,7 +315,6 @@ impl GcDriver {
             _ => true,
         });
         if !due.is_empty() {
-            self.due_pending = true;
             count(self.node, |t| t.due += due.len() as u64);
         }
         due
@@ -328,7 +329,6 @@ impl GcDriver {
         if self.collector.collect_now(now) {
             count(self.node, |t| t.granted += 1);
         }
-        self.due_pending = false;
         self.pauses()
     }
 
@@ -372,15 +372,9 @@ impl GcDriver {
         total
     }
 
-    /// The end of a turn: notes a hand-off (the replica led, a collection
-    /// is due, and it leads no more), then stops the whole node until the
-    /// collector work this turn owes is done, and yields, so that the
-    /// loop stops with it.
-    pub async fn settle(&mut self, leading: bool) {
-        if self.leading && !leading && self.due_pending {
-            count(self.node, |t| t.handoffs += 1);
-        }
-        self.leading = leading;
+    /// The end of a turn: stops the whole node until the collector work
+    /// this turn owes is done, and yields, so that the loop stops with it.
+    pub async fn settle(&mut self) {
         let clock = self.t0.elapsed().as_micros() as Time;
         if self.busy_until <= clock {
             return;

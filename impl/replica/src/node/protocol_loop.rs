@@ -172,7 +172,7 @@ impl ProtocolLoop {
             // here, in virtual time (gc_madsim.rs).
             #[cfg(feature = "madsim")]
             if let Some(gc) = self.gc.as_mut() {
-                gc.settle(self.replica.role() == Role::Leader).await;
+                gc.settle().await;
             }
         }
     }
