@@ -209,7 +209,7 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
 fn gc_hash(hash: u64, gc: &[GcTally]) -> u64 {
     let mut h = hash;
     for t in gc {
-        for v in [t.starts, t.pauses, t.pause_us, t.max_pause_us, t.assist_us, t.slowed_us, t.due, t.granted, t.handoffs, t.requested, t.allocated] {
+        for v in [t.starts, t.pauses, t.pause_us, t.max_pause_us, t.assist_us, t.slowed_us, t.due, t.granted, t.handoffs, t.requested, t.allocated, t.stops, t.stopped_us, t.resumed_early] {
             for b in v.to_le_bytes() {
                 h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
             }

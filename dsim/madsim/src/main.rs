@@ -98,7 +98,7 @@ fn print(o: &Outcome) {
     );
     for (i, g) in o.gc.iter().enumerate() {
         println!(
-            "gc r{i}: {} pauses ({:.1} ms, longest {:.1} ms), assists {:.1} ms, marking slowed {:.1} ms, {} due, {} granted, {} hand-offs, {} asked, {:.2} MiB allocated",
+            "gc r{i}: {} pauses ({:.1} ms, longest {:.1} ms), assists {:.1} ms, marking slowed {:.1} ms, {} due, {} granted, {} hand-offs, {} asked, {:.2} MiB allocated, stopped {} times for {:.1} ms",
             g.pauses,
             g.pause_us as f64 / 1e3,
             g.max_pause_us as f64 / 1e3,
@@ -108,7 +108,9 @@ fn print(o: &Outcome) {
             g.granted,
             g.handoffs,
             g.requested,
-            g.allocated as f64 / (1u64 << 20) as f64
+            g.allocated as f64 / (1u64 << 20) as f64,
+            g.stops,
+            g.stopped_us as f64 / 1e3
         );
     }
     for v in &o.violations {

@@ -118,12 +118,19 @@ fn gc_swarms_of_go_and_g1_with_and_without_blade_pass() {
     for model in ["go", "g1"] {
         for blade in [false, true] {
             let opts = Options { gc: Some(GcMode::tight(model, blade)), ..Options::default() };
-            let (mut paused, mut handed_off, mut granted, mut asked) = (0, 0, 0, 0);
+            let (mut paused, mut stopped, mut handed_off, mut granted, mut asked) = (0, 0, 0, 0, 0);
             for seed in 0..per_mode {
                 let o = run(seed, &opts).unwrap_or_else(|e| panic!("{model} blade {blade} seed {seed}: {e:#}"));
                 assert!(o.violations.is_empty(), "{model} blade {blade} seed {seed}: {:?}\nfaults: {:?}\ngc: {:?}", o.violations, o.faults, o.gc);
                 assert_eq!(o.gc.len(), opts.replicas);
+                // Each stop held the loop until its end (virtual time),
+                // and no node stood still longer than its collector owed.
+                for g in &o.gc {
+                    assert_eq!(g.resumed_early, 0, "{model} blade {blade} seed {seed}: {g:?}");
+                    assert!(g.stopped_us <= g.pause_us + g.assist_us + g.slowed_us + g.stops, "{model} blade {blade} seed {seed}: {g:?}");
+                }
                 paused += u64::from(o.gc.iter().any(|g| g.pauses > 0));
+                stopped += u64::from(o.gc.iter().any(|g| g.stops > 0 && g.stopped_us > 0));
                 handed_off += u64::from(o.gc.iter().any(|g| g.handoffs > 0));
                 granted += o.gc.iter().map(|g| g.granted).sum::<u64>();
                 asked += o.faults.iter().filter(|f| f.contains(" gc r")).count();
@@ -135,6 +142,9 @@ fn gc_swarms_of_go_and_g1_with_and_without_blade_pass() {
             // layers").
             assert!(paused * 10 >= per_mode * 8, "{model} blade {blade}: pauses in only {paused} of {per_mode} runs");
             assert!(asked > 0, "{model} blade {blade}: no full collection was asked for");
+            // A Go-like cycle's pauses (20 µs) alone stay owed (below
+            // madsim's 1 ms sleep); a full collection asked for stops.
+            assert!(stopped > 0, "{model} blade {blade}: no node stood still");
             if blade {
                 assert!(handed_off * 10 >= per_mode * 8, "{model}: hand-offs in only {handed_off} of {per_mode} runs");
                 assert!(granted > 0, "{model}: no coordinated collection");
