@@ -29,16 +29,65 @@ pub fn client_ip(c: usize) -> IpAddr {
 /// frequent trims (snapshots written and segments retired many times per
 /// run), as in the turmoil layer. Pre-vote on, the replica's default,
 /// traced runs included (the trace spec reads its steps since issue 17).
-pub fn config(replicas: usize) -> ClusterConfig {
+pub fn config(replicas: usize, gc: Option<&GcMode>) -> ClusterConfig {
     let mut toml = String::new();
     for i in 0..replicas {
         let ip = replica_ip(i);
         toml.push_str(&format!("[[replica]]\nid = {i}\npeer_addr = \"{ip}:{PEER_PORT}\"\nclient_addr = \"{ip}:{CLIENT_PORT}\"\n\n"));
     }
     toml.push_str("[protocol]\ntrim_every = 40\ntrim_grace_ms = 200\npre_vote = true\n");
+    if let Some(g) = gc {
+        toml.push_str(&g.section());
+    }
     match toml::from_str(&toml) {
         Ok(c) => c,
         Err(e) => panic!("the harness's own config does not parse: {e}"),
+    }
+}
+
+/// The collector model every replica runs in a GC run (`[gc]`, docs/
+/// replica.md "Collector model"; under madsim driven in virtual time by
+/// the node's `gc_madsim.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GcMode {
+    /// `go` or `g1`.
+    pub model: String,
+    /// The memory limit (Go's GOMEMLIMIT, G1's -Xmx) over the data set.
+    pub memory_ratio: f64,
+    /// Data the modelled heap holds besides the node's own state, MiB.
+    pub dataset_mib: u64,
+    /// GC coordination (Blade): long collections wait for the protocol's
+    /// grant, a leader hands off first.
+    pub blade: bool,
+}
+
+impl GcMode {
+    /// Memory tight enough that a run of the default workload (a few
+    /// hundred KiB allocated per replica, most by the leader) collects:
+    /// Go with a 64 MiB data set and GOMEMLIMIT at 1.19× (76 MiB: the heap
+    /// goal, 85 % of the limit, leaves about 0.6 MiB to allocate; each
+    /// cycle marks 64 MiB); G1 with 8 MiB and -Xmx at 1.15× (9 MiB: the
+    /// old generation is past the marking threshold, eden is a few hundred
+    /// KiB). Measured on seeds 0..20: docs/simulator.md, "Three layers".
+    pub fn tight(model: &str, blade: bool) -> GcMode {
+        let (dataset_mib, memory_ratio) = if model == "go" { (64, 1.19) } else { (8, 1.15) };
+        GcMode { model: model.to_string(), memory_ratio, dataset_mib, blade }
+    }
+
+    /// The memory limit in whole MiB (the config's unit), above the data.
+    pub fn memory_limit_mib(&self) -> u64 {
+        ((self.dataset_mib as f64 * self.memory_ratio).round() as u64).max(self.dataset_mib + 1)
+    }
+
+    /// The `[gc]` section: one core, as the node's one runtime thread.
+    pub fn section(&self) -> String {
+        format!(
+            "[gc]\nmodel = \"{}\"\nmemory_limit_mib = {}\ncores = 1.0\ndataset_mib = {}\ncoordinated = {}\n",
+            self.model,
+            self.memory_limit_mib(),
+            self.dataset_mib,
+            self.blade
+        )
     }
 }
 

@@ -1,6 +1,8 @@
 //! The fault schedule of a seed and the loop that applies it while the
 //! clients run: a replica paused (stop-the-world, as a GC pause: its tasks
-//! stop while its timers and incoming messages pile up) and resumed, a
+//! stop while its timers and incoming messages pile up) and resumed (in GC
+//! runs instead a full collection asked of its collector model, whose
+//! pauses stop it the same way), a
 //! replica killed (its tasks dropped, its sockets closed, what it had not
 //! synced to its simulated disk lost: a machine's crash) and restarted, a
 //! power loss of the whole cluster, a replica isolated (all its links
@@ -19,6 +21,7 @@ use madsim::net::NetSim;
 use madsim::runtime::Handle;
 use madsim::task::NodeId;
 use stutter_replica::platform::fs::crash;
+use stutter_replica::platform::send_usr1;
 use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -127,6 +130,9 @@ pub struct Driver {
     /// Replicas killed by the plan (the supervisor leaves them down).
     down: Vec<bool>,
     pub applied: Vec<String>,
+    /// GC runs: a `Pause` asks the replica's collector model for a full
+    /// collection instead of pausing it by the clock.
+    gc: bool,
     /// When the cluster last changed (a fault applied or undone, a
     /// supervisor restart): after [`Driver::heal`], the moment from which
     /// the liveness judge (`check::liveness`) counts.
@@ -138,11 +144,11 @@ fn now() -> Duration {
 }
 
 impl Driver {
-    pub fn new(plan: &Plan, replicas: Vec<NodeId>, dirs: Vec<std::path::PathBuf>, clients: Vec<NodeId>) -> Driver {
+    pub fn new(plan: &Plan, replicas: Vec<NodeId>, dirs: Vec<std::path::PathBuf>, clients: Vec<NodeId>, gc: bool) -> Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
         let n = replicas.len();
-        Driver { pending, undo: Vec::new(), replicas, dirs, clients, max_latency_ms: plan.max_latency_ms, down: vec![false; n], applied: Vec::new(), last_change: Duration::ZERO }
+        Driver { pending, undo: Vec::new(), replicas, dirs, clients, max_latency_ms: plan.max_latency_ms, down: vec![false; n], applied: Vec::new(), gc, last_change: Duration::ZERO }
     }
 
     fn log(&mut self, now: Duration, what: String) {
@@ -159,6 +165,13 @@ impl Driver {
             let Some(e) = self.pending.pop() else { break };
             let until = now + e.lasts;
             match e.fault {
+                Fault::Pause(i) if self.gc => {
+                    // The collector decides the pause (coordinated: when
+                    // the protocol grants it), as SIGUSR1 asks a real node.
+                    if !self.down[i] && send_usr1(self.replicas[i]) {
+                        self.log(now, format!("gc r{i}"));
+                    }
+                }
                 Fault::Pause(i) => {
                     if !self.down[i] {
                         handle.pause(self.replicas[i]);

@@ -43,6 +43,7 @@ use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::history::{Finals, History};
+pub use stutter_replica::node::GcTally;
 
 /// Simulated time after which a run is abandoned (a run that never ends).
 pub const TIME_LIMIT: Duration = Duration::from_secs(900);
@@ -69,11 +70,16 @@ pub struct Options {
     /// `spec/trace/merge.py` and `spec/validate` (pre-vote on, as in every
     /// run: the trace spec reads its steps).
     pub trace_dir: Option<PathBuf>,
+    /// GC runs: every replica runs this collector model (`[gc]`), whose
+    /// pauses, assists and marking stop it in virtual time; the plan's
+    /// timer pauses become requests for a full collection instead
+    /// (`gc r{i}`, the campaigns' SIGUSR1), every other fault stays.
+    pub gc: Option<cluster::GcMode>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true, no_fsync: false, trace_dir: None }
+        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true, no_fsync: false, trace_dir: None, gc: None }
     }
 }
 
@@ -90,6 +96,9 @@ pub struct Outcome {
     pub acknowledged: usize,
     pub faults: Vec<String>,
     pub sim_time: Duration,
+    /// GC runs: what each replica's collector model did (all its
+    /// incarnations), by replica.
+    pub gc: Vec<GcTally>,
 }
 
 /// The network of a seed: latency 1 ms to 2-5 ms (drawn), no loss until
@@ -154,13 +163,14 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
     let replicas = opts.replicas.max(2);
     // The workload's draws come after the plan's, from the same seed.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let cfg = cluster::config(replicas);
+    let cfg = cluster::config(replicas, opts.gc.as_ref());
     let nodes = cluster::start(&handle, &cfg, seed, &dir, opts.no_fsync, opts.trace_dir.as_deref());
+    let replica_nodes = nodes.clone();
     let history: Arc<Mutex<History>> = Arc::default();
     let finals: Arc<Mutex<Finals>> = Arc::default();
     let (client_ids, clients) = workload::start(&handle, &cfg, &opts, rng.next_u64(), history.clone());
     let dirs = (0..replicas).map(|i| cluster::data_dir(&dir, i)).collect();
-    let mut driver = faults::Driver::new(&plan, nodes, dirs, client_ids);
+    let mut driver = faults::Driver::new(&plan, nodes, dirs, client_ids, opts.gc.is_some());
     while !clients.iter().all(|c| c.is_finished()) {
         driver.tick(&handle);
         madsim::time::sleep(faults::TICK).await;
@@ -179,7 +189,9 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
     // every call answered within 10 election timeouts.
     let bound = check::election_timeout() * check::LIVENESS_BOUND_ELECTION_TIMEOUTS;
     violations.extend(check::liveness(&h, driver.last_change, bound));
-    let hash = check::hash(&h, &driver.applied, &f);
+    let mut tally = stutter_replica::node::gc_tally();
+    let gc: Vec<GcTally> = if opts.gc.is_some() { replica_nodes.iter().map(|n| tally.remove(n).unwrap_or_default()).collect() } else { Vec::new() };
+    let hash = gc_hash(check::hash(&h, &driver.applied, &f), &gc);
     Outcome {
         seed,
         hash,
@@ -188,7 +200,22 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
         acknowledged: h.ops.iter().filter(|o| o.acknowledged()).count(),
         faults: driver.applied.clone(),
         sim_time: madsim::time::TimeHandle::current().elapsed(),
+        gc,
     }
+}
+
+/// The run's hash with the collectors' tallies folded in (FNV-1a over
+/// their counters): a replay must collect alike, too.
+fn gc_hash(hash: u64, gc: &[GcTally]) -> u64 {
+    let mut h = hash;
+    for t in gc {
+        for v in [t.starts, t.pauses, t.pause_us, t.max_pause_us, t.assist_us, t.slowed_us, t.due, t.granted, t.handoffs, t.requested, t.allocated, t.stops, t.stopped_us, t.resumed_early] {
+            for b in v.to_le_bytes() {
+                h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+    }
+    h
 }
 
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {

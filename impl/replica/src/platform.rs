@@ -81,25 +81,47 @@ pub fn listen_addr(addr: SocketAddr) -> SocketAddr {
 }
 
 /// SIGUSR1, the campaigns' request for a full collection. A madsim host
-/// has no signals (madsim's tokio has only `ctrl_c`): none arrive.
+/// has no signals (madsim's tokio has only `ctrl_c`): the harness sends
+/// the request with [`send_usr1`] instead.
 #[cfg(not(all(feature = "madsim", not(feature = "turmoil"))))]
 pub fn usr1() -> std::io::Result<tokio::signal::unix::Signal> {
     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
 }
 
 #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
-pub fn usr1() -> std::io::Result<NoSignal> {
-    Ok(NoSignal)
+thread_local! {
+    /// Each madsim node's SIGUSR1 stand-in, on the thread of the run (the
+    /// node's latest incarnation: a restart installs a new one).
+    static USR1: std::cell::RefCell<std::collections::BTreeMap<madsim::task::NodeId, std::sync::Arc<tokio::sync::Notify>>> =
+        const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
 }
 
-/// A signal stream on which nothing arrives.
+/// The current madsim node's SIGUSR1 stand-in.
 #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
-pub struct NoSignal;
+pub fn usr1() -> std::io::Result<SimSignal> {
+    let n = std::sync::Arc::new(tokio::sync::Notify::new());
+    USR1.with(|m| m.borrow_mut().insert(madsim::plugin::node(), n.clone()));
+    Ok(SimSignal(n))
+}
+
+/// "Sends SIGUSR1" to the madsim node `node`: its collector model is
+/// asked for a full collection, if it runs one. Returns whether the node
+/// listens.
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+pub fn send_usr1(node: madsim::task::NodeId) -> bool {
+    USR1.with(|m| m.borrow().get(&node).map(|n| n.notify_one()).is_some())
+}
+
+/// A signal stream fed by [`send_usr1`] (a pending signal is kept, as the
+/// kernel keeps one).
+#[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+pub struct SimSignal(std::sync::Arc<tokio::sync::Notify>);
 
 #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
-impl NoSignal {
+impl SimSignal {
     pub async fn recv(&mut self) -> Option<()> {
-        std::future::pending().await
+        self.0.notified().await;
+        Some(())
     }
 }
 

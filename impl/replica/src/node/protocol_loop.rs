@@ -168,6 +168,12 @@ impl ProtocolLoop {
             // peer tasks run when the loop yields): a trace cut short by a
             // kill never shows a message received whose sending it lost.
             self.flush_trace();
+            // Under madsim the collector's pauses and work stop the node
+            // here, in virtual time (gc_madsim.rs).
+            #[cfg(feature = "madsim")]
+            if let Some(gc) = self.gc.as_mut() {
+                gc.settle().await;
+            }
         }
     }
 
@@ -190,7 +196,15 @@ impl ProtocolLoop {
         if let Some(m) = self.meter.as_mut() {
             m.input(&input);
         }
+        #[cfg(feature = "madsim")]
+        if let Some(gc) = self.gc.as_mut() {
+            gc.input(&input);
+        }
         self.replica.handle(self.clock.now(), input, out);
+        #[cfg(feature = "madsim")]
+        if let Some(gc) = self.gc.as_mut() {
+            gc.handled(&self.replica);
+        }
         self.log_role_change();
     }
 
@@ -250,6 +264,10 @@ impl ProtocolLoop {
         for o in out.drain(..) {
             if let Some(m) = self.meter.as_mut() {
                 m.output(&o);
+            }
+            #[cfg(feature = "madsim")]
+            if let Some(gc) = self.gc.as_mut() {
+                gc.output(&o);
             }
             match o {
                 Output::Send { to, msg } => self.peers.send(to, msg),
