@@ -448,7 +448,8 @@ impl Replica {
     }
 
     /// Whether the leader is handing off (and so proposes nothing new).
-    pub(super) fn handing_off(&self) -> bool {
+    /// Public for the simulator's study, which times the hand-offs.
+    pub fn handing_off(&self) -> bool {
         self.role.as_leader().is_some_and(|l| l.gc.transfer.is_some())
     }
 }
