@@ -220,6 +220,10 @@ struct SetupArgs {
     /// its clients are redirected before it collects.
     #[arg(long, default_value_t = stutter_sim::study::Setup::GRACE_MS)]
     grace_ms: f64,
+    /// With --blade: a leader elected by a hand-off lets the old leader
+    /// ask for its grant when its grace ends (Config::gc_grant_after_grace).
+    #[arg(long)]
+    grant_after_grace: bool,
     /// Share of a core each replica gets while it has work (1: cores of
     /// its own; docs/calibration.md).
     #[arg(long, default_value_t = 1.0)]
@@ -276,6 +280,7 @@ impl SetupArgs {
             read_fraction,
             coordinated: self.blade,
             grace_ms: self.grace_ms,
+            grant_after_grace: self.grant_after_grace,
             speed: self.speed,
             net_min_us: self.net_min_us,
             net_extra_us: self.net_extra_us,

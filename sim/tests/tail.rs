@@ -17,6 +17,7 @@ fn setup(model: &str, coordinated: bool) -> Setup {
         read_fraction: 0.5,
         coordinated,
         grace_ms: Setup::GRACE_MS,
+        grant_after_grace: false,
         speed: 1.0,
         net_min_us,
         net_extra_us,

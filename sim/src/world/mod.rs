@@ -628,6 +628,7 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_wait_max: 200 * MS,
         gc_transfer_wait: 2 * 20 * MS,
         gc_handoff_grace: s.gc_handoff_grace,
+        gc_grant_after_grace: s.gc_grant_after_grace,
         pre_vote: s.pre_vote,
         injected_bug: s.bug,
     }
