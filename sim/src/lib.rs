@@ -23,6 +23,7 @@ pub mod queue;
 pub mod rng;
 pub mod scenario;
 pub mod study;
+pub mod tail;
 pub mod trace_hash;
 pub mod trace_value;
 pub mod windows;

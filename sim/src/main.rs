@@ -179,6 +179,17 @@ enum StudyCmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// One offered rate with coordination: the latency of the operations
+    /// in flight during each hand-off, each collection and the rest
+    /// (`stutter_sim::tail`); a table on stderr, one JSON line on stdout.
+    Split {
+        #[command(flatten)]
+        setup: SetupArgs,
+        #[arg(long)]
+        rate: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 #[derive(clap::Args)]
@@ -209,6 +220,10 @@ struct SetupArgs {
     /// its clients are redirected before it collects.
     #[arg(long, default_value_t = stutter_sim::study::Setup::GRACE_MS)]
     grace_ms: f64,
+    /// With --blade: a leader elected by a hand-off lets the old leader
+    /// ask for its grant when its grace ends (Config::gc_grant_after_grace).
+    #[arg(long)]
+    grant_after_grace: bool,
     /// Share of a core each replica gets while it has work (1: cores of
     /// its own; docs/calibration.md).
     #[arg(long, default_value_t = 1.0)]
@@ -265,6 +280,7 @@ impl SetupArgs {
             read_fraction,
             coordinated: self.blade,
             grace_ms: self.grace_ms,
+            grant_after_grace: self.grant_after_grace,
             speed: self.speed,
             net_min_us: self.net_min_us,
             net_extra_us: self.net_extra_us,
@@ -416,6 +432,30 @@ fn study(what: StudyCmd) -> Result<()> {
                 p.gc_max_pause_ms
             );
             println!("{}", serde_json::json!({ "probe": p, "timeline": tl }));
+        }
+        StudyCmd::Split { setup, rate, seed } => {
+            let setup = setup.setup()?;
+            let t = stutter_sim::tail::split(&setup, rate, seed).context("study setup")?;
+            eprintln!(
+                "{}{} at {rate} ops/s: p99 {:.2} / p99.9 {:.2} / p99.99 {:.2} / max {:.2} ms, {} hand-offs (transfer {:.2} + election {:.2} ms)",
+                setup.model,
+                if setup.coordinated { "+blade" } else { "" },
+                t.p99,
+                t.p999,
+                t.p9999,
+                t.max,
+                t.hand_offs,
+                t.transfer_ms,
+                t.election_ms
+            );
+            eprintln!("{:<22} {:>7} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7}", "class", "windows", "mean ms", "ops", "p50", "p99", "p99.9", "max", ">p99.9", ">p99.99");
+            for c in &t.classes {
+                eprintln!(
+                    "{:<22} {:>7} {:>9.1} {:>8} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>6} {:>7}",
+                    c.name, c.windows, c.mean_window_ms, c.ops, c.p50, c.p99, c.p999, c.max, c.above_p999, c.above_p9999
+                );
+            }
+            println!("{}", serde_json::to_string(&t)?);
         }
     }
     Ok(())

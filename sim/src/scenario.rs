@@ -203,6 +203,10 @@ pub struct Scenario {
     /// (docs/gc-study.md, "Hand-off grace").
     #[serde(default = "default_handoff_grace")]
     pub gc_handoff_grace: Time,
+    /// Config::gc_grant_after_grace. Off by default (trace hashes stay);
+    /// `sim study --grant-after-grace` turns it on.
+    #[serde(default)]
+    pub gc_grant_after_grace: bool,
 }
 
 fn one() -> u32 {
@@ -250,6 +254,7 @@ impl Scenario {
             disk_quantiles: Vec::new(),
             pre_vote: false,
             gc_handoff_grace: default_handoff_grace(),
+            gc_grant_after_grace: false,
         }
     }
 

@@ -34,6 +34,9 @@ pub struct Setup {
     /// With coordination, the old leader's grace after a hand-off
     /// (Config::gc_handoff_grace), ms.
     pub grace_ms: f64,
+    /// With coordination: Config::gc_grant_after_grace.
+    #[serde(default)]
+    pub grant_after_grace: bool,
     /// The share of a core each replica gets while it has work (the
     /// calibrated costs' `speed`): 1 for cores of its own; less to stand
     /// for replicas sharing cores with each other and a load generator,
@@ -110,6 +113,7 @@ impl Setup {
         if self.coordinated {
             s.name += "+blade";
             s.gc_handoff_grace = (self.grace_ms * MS as f64) as Time;
+            s.gc_grant_after_grace = self.grant_after_grace;
         }
         Some(s)
     }

@@ -125,3 +125,33 @@ fn coordinated_collections_hand_off_leadership_pass_every_checker_and_cut_the_g1
     };
     assert!(p999(&blade) < p999(&plain), "p99.9 {} with coordination vs {} without", p999(&blade), p999(&plain));
 }
+
+#[test]
+fn granting_the_old_leader_after_its_grace_still_hands_off_and_passes_every_checker() {
+    // Config::gc_grant_after_grace, on the named coordinated scenarios and
+    // on the swarm's seeds that draw coordination: faults included.
+    let mut runs = 0;
+    for name in ["gc-g1-blade", "gc-go-blade"] {
+        let mut s = Scenario::named(name).expect(name);
+        s.duration = 5 * SEC;
+        s.gc_grant_after_grace = true;
+        let sink = Sink::default();
+        let out = stutter_sim::run_traced(s, 2, Box::new(sink.clone()));
+        assert!(out.violations.is_empty(), "{name}: {:?}", out.violations);
+        let text = String::from_utf8(sink.0.lock().expect("lock").clone()).unwrap_or_default();
+        assert!(text.contains("\"action\":\"TransferLeadership\""), "{name}: the leader handed off");
+        assert!(text.contains("\"action\":\"GrantGc\""), "{name}: a grant was given");
+        runs += 1;
+    }
+    for seed in 0..300 {
+        let mut s = Scenario::from_seed(seed);
+        if !s.memory.coordinated {
+            continue;
+        }
+        s.gc_grant_after_grace = true;
+        let out = stutter_sim::run(s, seed);
+        assert!(out.violations.is_empty(), "seed {seed}: {:?}", out.violations);
+        runs += 1;
+    }
+    assert!(runs > 10, "{runs} coordinated runs");
+}

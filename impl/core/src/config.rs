@@ -55,6 +55,15 @@ pub struct Config {
     /// shorter than most clients' gap between requests, the ones that sent
     /// nothing during it hit the pause, and the tail is the pause.
     pub gc_handoff_grace: Time,
+    /// A leader elected by a hand-off does not queue the old leader for a
+    /// grant at once (which would hold the one grant through the old
+    /// leader's grace, so that a new leader due meanwhile could not hand
+    /// off and would collect while leading): the old leader asks when its
+    /// grace ends, and is not chosen as a hand-off target until then. Off:
+    /// it is queued (and granted) at the election, as the spec's
+    /// `GcElected` models; on, trace validation would need that changed
+    /// (docs/gc-study.md, "Where the coordinated tail comes from").
+    pub gc_grant_after_grace: bool,
     /// Pre-vote and leader stickiness (`docs/protocol.md`, "Pre-vote"): a
     /// replica whose election timer fires first asks whether a majority
     /// would promise the ballot it would use, without raising its own; a
@@ -93,6 +102,7 @@ impl Default for Config {
             gc_wait_max: 500_000,
             gc_transfer_wait: 100_000,
             gc_handoff_grace: 250_000,
+            gc_grant_after_grace: false,
             pre_vote: true,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]

@@ -61,6 +61,33 @@ pub struct RunOutput {
     /// Elections won (`BecomeLeader` steps): the first leader, then one per
     /// leader change.
     pub elections: u64,
+    /// With GC coordination on: its steps in time order, for the study's
+    /// account of where the tail comes from (`study::split`).
+    pub gc_log: Vec<GcStep>,
+}
+
+/// One step of GC coordination at one replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcStep {
+    pub at: Time,
+    pub replica: ReplicaId,
+    pub mark: GcMark,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcMark {
+    /// The collector said a collection is due.
+    Due,
+    /// The leader stopped proposing to hand leadership off.
+    HandOffStart,
+    /// It told `to` to campaign and stepped down.
+    HandOff { to: ReplicaId },
+    /// Won an election.
+    Elected,
+    /// Started a collection, under a grant or forced.
+    Collect { granted: bool },
+    /// Its collection ended.
+    Done,
 }
 
 pub struct World {
@@ -83,6 +110,9 @@ pub struct World {
     /// Faults waiting for their window (`windows.rs`).
     pub(crate) armed: Vec<Armed>,
     elections: u64,
+    gc_log: Vec<GcStep>,
+    /// Which replicas were handing leadership off after their last step.
+    handing_off: Vec<bool>,
 }
 
 impl World {
@@ -114,6 +144,8 @@ impl World {
             gc_events: Vec::new(),
             armed: Vec::new(),
             elections: 0,
+            gc_log: Vec::new(),
+            handing_off: vec![false; n],
         };
         for (t, f) in plan {
             w.at(t, Ev::Fault(f));
@@ -349,6 +381,15 @@ impl World {
             let mut out = std::mem::take(&mut self.out);
             if let Some(rep) = node.replica.as_mut() {
                 rep.handle(now, input, &mut out);
+                if self.s.memory.coordinated {
+                    let h = rep.handing_off();
+                    if let Some(was) = self.handing_off.get_mut(r as usize) {
+                        if h && !*was {
+                            self.gc_log.push(GcStep { at: now, replica: r, mark: GcMark::HandOffStart });
+                        }
+                        *was = h;
+                    }
+                }
             }
             let cost = self.s.service.end(pending, &out, value_size);
             let step_bytes = if self.nodes[r as usize].heap.is_some() { input_bytes + self.s.memory.output_bytes(&out) } else { 0 };
@@ -440,6 +481,19 @@ impl World {
     fn trace(&mut self, ev: TraceEvent) {
         if self.s.memory.is_on() {
             self.trace_memory(&ev);
+        }
+        if self.s.memory.coordinated {
+            let mark = match ev.action {
+                Action::GcDue { .. } => Some(GcMark::Due),
+                Action::TransferLeadership { to, .. } => Some(GcMark::HandOff { to }),
+                Action::BecomeLeader { .. } => Some(GcMark::Elected),
+                Action::Collect { granted } => Some(GcMark::Collect { granted }),
+                Action::GcDone => Some(GcMark::Done),
+                _ => None,
+            };
+            if let Some(mark) = mark {
+                self.gc_log.push(GcStep { at: ev.time, replica: ev.replica, mark });
+            }
         }
         if !self.armed.is_empty() {
             match ev.action {
@@ -549,6 +603,7 @@ impl World {
             final_last_executed: finals.iter().map(|f| f.1).collect(),
             gc,
             elections: self.elections,
+            gc_log: self.gc_log,
         }
     }
 }
@@ -573,6 +628,7 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_wait_max: 200 * MS,
         gc_transfer_wait: 2 * 20 * MS,
         gc_handoff_grace: s.gc_handoff_grace,
+        gc_grant_after_grace: s.gc_grant_after_grace,
         pre_vote: s.pre_vote,
         injected_bug: s.bug,
     }

@@ -81,13 +81,18 @@ pub(super) struct Coordinator {
     pub queue: VecDeque<ReplicaId>,
     /// Handing leadership to this follower, since this time.
     pub transfer: Option<(ReplicaId, Time)>,
+    /// The old leader that handed off to this one (at this time), in its
+    /// grace and not yet asking for its grant (`Config::
+    /// gc_grant_after_grace`): not a hand-off target until it asks, or
+    /// until its grace and wait are surely over (it may have restarted).
+    pub in_grace: Option<(ReplicaId, Time)>,
 }
 
 impl Coordinator {
     /// Peers that did not promise a new leader count as collecting.
     pub fn after_election(peers: impl Iterator<Item = ReplicaId>, promised: impl Fn(ReplicaId) -> bool, now: Time) -> Coordinator {
         let collecting = peers.filter(|p| !promised(*p)).map(|p| (p, Held::Assumed(now))).collect();
-        Coordinator { collecting, queue: VecDeque::new(), transfer: None }
+        Coordinator { collecting, queue: VecDeque::new(), transfer: None, in_grace: None }
     }
 
     /// Replicas counted as collecting, the leader's own hand-off included.
@@ -242,6 +247,9 @@ impl Replica {
         let budget = self.gc_budget();
         let now = self.now;
         let Some(l) = self.role.as_leader_mut() else { return };
+        if l.gc.in_grace.is_some_and(|(p, _)| p == from) {
+            l.gc.in_grace = None;
+        }
         let granted = match l.gc.collecting.get(&from) {
             // A retry: the grant was lost.
             Some(Held::Granted(_)) => true,
@@ -351,14 +359,19 @@ impl Replica {
     /// collects forced at its deadline).
     fn start_transfer(&mut self, out: &mut Vec<Output>) {
         let (now, timeout) = (self.now, self.cfg.election_timeout);
+        let grace = self.cfg.gc_handoff_grace.saturating_add(self.cfg.gc_wait_max);
         let Some(l) = self.role.as_leader_mut() else { return };
+        let in_grace = l.gc.in_grace.filter(|(_, since)| now < since.saturating_add(grace)).map(|(p, _)| p);
         // Not a replica collecting or waiting to (it would hand straight
         // back).
         let target = l
             .progress
             .iter()
             .filter(|(p, pr)| {
-                pr.heard.saturating_add(timeout) >= now && !l.gc.collecting.contains_key(*p) && !l.gc.queue.contains(*p)
+                pr.heard.saturating_add(timeout) >= now
+                    && !l.gc.collecting.contains_key(*p)
+                    && !l.gc.queue.contains(*p)
+                    && in_grace != Some(**p)
             })
             .max_by_key(|(p, pr)| (pr.last_executed, std::cmp::Reverse(**p)))
             .map(|(p, _)| *p);
@@ -438,9 +451,15 @@ impl Replica {
         if !self.cfg.gc_coordination {
             return;
         }
+        let (after_grace, now) = (self.cfg.gc_grant_after_grace, self.now);
         if let Some(l) = self.role.as_leader_mut() {
             l.gc.collecting.remove(&old);
-            if !l.gc.queue.contains(&old) {
+            if after_grace {
+                // It asks when its grace ends; a grant now would hold the
+                // budget through the grace, and a due leader could not hand
+                // off meanwhile.
+                l.gc.in_grace = Some((old, now));
+            } else if !l.gc.queue.contains(&old) {
                 l.gc.queue.push_back(old);
             }
         }
@@ -448,7 +467,8 @@ impl Replica {
     }
 
     /// Whether the leader is handing off (and so proposes nothing new).
-    pub(super) fn handing_off(&self) -> bool {
+    /// Public for the simulator's study, which times the hand-offs.
+    pub fn handing_off(&self) -> bool {
         self.role.as_leader().is_some_and(|l| l.gc.transfer.is_some())
     }
 }

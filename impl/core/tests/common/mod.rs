@@ -34,6 +34,7 @@ pub fn test_config(n: usize) -> Config {
         gc_wait_max: 100,
         gc_transfer_wait: 20,
         gc_handoff_grace: 20,
+        gc_grant_after_grace: false,
         // The transcripts written before pre-vote keep their elections;
         // prevote.txt and the property tests turn it on.
         pre_vote: false,

@@ -354,6 +354,7 @@ impl Interp {
                 "gc_wait_max" => cfg.gc_wait_max = duration(v)?,
                 "gc_transfer_wait" => cfg.gc_transfer_wait = duration(v)?,
                 "gc_handoff_grace" => cfg.gc_handoff_grace = duration(v)?,
+                "gc_grant_after_grace" => cfg.gc_grant_after_grace = v == "true",
                 "pre_vote" => cfg.pre_vote = v == "true",
                 other => return Err(format!("unknown config '{other}'")),
             }
