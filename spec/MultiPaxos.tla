@@ -964,9 +964,12 @@ PreVoteFirst == PreVote
 \* smallest unused ballot above the own one, or with FineSteps any), and
 \* claimed at once, as the core's ballots carry their owner's id.  A
 \* candidate whose campaign timed out is a follower again.  Grants left
-\* from an earlier round are dropped: a timing assumption (a round lasts
-\* an election timeout, far longer than a message takes; the core counts
-\* a grant by its ballot only).  Nothing is persisted.
+\* from an earlier round are dropped (fewer states; the core counts and
+\* traces a grant of its current round only, so a late one is never
+\* seen).  Refusals are kept: they exist only with FineSteps (trace
+\* validation), and the core handles every refusal whatever its round,
+\* a late one too (a link clogged 1.5 s, the madsim layer's seed 0 with
+\* `--gc go --blade`).  Nothing is persisted.
 StartPreVote(r) ==
     /\ PreVote /\ up[r] /\ role[r] # "Leader" /\ ~pv.hear[r]
     /\ \E b \in Ballots :
@@ -974,7 +977,7 @@ StartPreVote(r) ==
        /\ FineSteps \/ \A c \in Ballots : (c > ballot[r] /\ owner[c] \in {NoOwner, r}) => b <= c
        /\ role' = [role EXCEPT ![r] = "Follower"]
        /\ owner' = [owner EXCEPT ![b] = r]
-       /\ msgs' = {m \in msgs : ~(m.type \in {"PreVoteGrant", "PreVoteRefuse"} /\ m.to = r)}
+       /\ msgs' = {m \in msgs : ~(m.type = "PreVoteGrant" /\ m.to = r)}
                   \cup {Msg("PreVote", r, Broadcast, b, 0, NoVal, 0, 0, NoEntries, NoSnap)}
        /\ pv' = [pv EXCEPT !.round[r] = b, !.hear[r] = FALSE]
     /\ UNCHANGED <<ballot, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec,
