@@ -964,12 +964,13 @@ PreVoteFirst == PreVote
 \* smallest unused ballot above the own one, or with FineSteps any), and
 \* claimed at once, as the core's ballots carry their owner's id.  A
 \* candidate whose campaign timed out is a follower again.  Grants left
-\* from an earlier round are dropped (fewer states; the core counts and
-\* traces a grant of its current round only, so a late one is never
-\* seen).  Refusals are kept: they exist only with FineSteps (trace
-\* validation), and the core handles every refusal whatever its round,
-\* a late one too (a link clogged 1.5 s, the madsim layer's seed 0 with
-\* `--gc go --blade`).  Nothing is persisted.
+\* from an earlier round are dropped: a timing assumption (a round lasts
+\* an election timeout, far longer than a message takes; the core counts
+\* a grant by its ballot only; docs/spec.md).  Refusals are kept: they
+\* exist only with FineSteps (trace validation), and the core handles
+\* every refusal whatever its round, a late one too (a link clogged
+\* 1.5 s: the madsim layer's seed 0 with `--gc go --blade`).  Nothing is
+\* persisted.
 StartPreVote(r) ==
     /\ PreVote /\ up[r] /\ role[r] # "Leader" /\ ~pv.hear[r]
     /\ \E b \in Ballots :
