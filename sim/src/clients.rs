@@ -288,7 +288,7 @@ impl Clients {
     }
 
     /// A reply to `(client, seq)` reached client `c`.
-    pub fn reply(&mut self, c: usize, client: ClientId, seq: Seq, reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
+    pub fn reply(&mut self, c: usize, (client, seq): (ClientId, Seq), reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
         let cl = &self.clients[c];
         let Some(idx) = cl.current else { return };
         if cl.seq != seq || cl.id != client {

@@ -28,7 +28,7 @@ fn too_few_tombstones_let_a_first_request_run_twice_and_the_checker_says_so() {
     // tombstones and executes again.
     let mut s = sessions();
     s.session_tombstones = 16;
-    let out = stutter_sim::run(s, 3);
+    let out = stutter_sim::run(s, 14);
     assert!(out.violations.iter().any(|v| v.check == "at-most-once"), "{:?}", out.violations);
 }
 

@@ -17,7 +17,11 @@
 //! (clients number their requests from 1). Before any tombstone rotated
 //! out, a client without a session and without a tombstone never had one,
 //! whatever its seq (its first requests may have been reads served outside
-//! the log, or requests that became no-ops), so it is executed.
+//! the log, or requests that became no-ops), so it is executed. From then
+//! on the leader sends a read of a client without a session through the
+//! log rather than ReadIndex, so that a client's first request takes a
+//! session; a client whose first request never executed (it gave up on it)
+//! is expired at its next one and continues under a new id.
 //!
 //! The one residual case that can run twice: a client's request of seq 1
 //! executed, its session evicted, its tombstone pushed out of the FIFO by
@@ -152,6 +156,14 @@ impl SessionTable {
     /// Tombstones dropped from the FIFO so far.
     pub fn forgotten(&self) -> u64 {
         self.forgotten
+    }
+
+    /// Whether a request of `client` must execute through the log even if
+    /// it is a read: once a tombstone has been forgotten, a client without
+    /// a session takes one with its first request, or its later ones
+    /// (seq above 1) would be expired.
+    pub fn first_request_takes_session(&self, client: ClientId) -> bool {
+        self.forgotten > 0 && !self.sessions.contains_key(&client)
     }
 
     /// What the table says about request `seq` of `client` (see the

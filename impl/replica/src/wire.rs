@@ -43,9 +43,10 @@ pub struct StatusInfo {
     /// Sessions in the replicated session table (at most the configured
     /// `session_limit`).
     pub sessions: u64,
-    /// Requests this replica executed since it started (not counting
-    /// duplicates, stale or expired ones, nor those in installed snapshots).
-    pub applied: u64,
+    /// Updates (put, del, cas) this replica executed since it started (not
+    /// counting duplicates, stale or expired ones, nor those in installed
+    /// snapshots).
+    pub applied_updates: u64,
 }
 
 /// What the node's collector model (`[gc]`) has done since the start.

@@ -224,7 +224,7 @@ impl World {
             }
             Ev::ClientReply { c, client, seq, reply } => {
                 let mut evs = std::mem::take(&mut self.client_events);
-                self.clients.reply(c, client, seq, reply, self.now, &mut self.rng, &mut evs);
+                self.clients.reply(c, (client, seq), reply, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
             Ev::ClientTimeout { c, at } => {

@@ -58,7 +58,9 @@ impl Replica {
                 let outcome = self.sm.execute_checked(req, self.session_bounds(), bugs);
                 if matches!(outcome, Outcome::Applied(_)) {
                     applied += 1;
-                    self.applied_requests += 1;
+                    if !matches!(req.op, Op::Get { .. }) {
+                        self.applied_updates += 1;
+                    }
                 }
                 let key = (req.client, req.seq);
                 if let Some(l) = self.role.as_leader_mut() {

@@ -16,6 +16,6 @@ pub fn status(r: &Replica, gc: Option<GcStatus>) -> StatusInfo {
         digest: r.executed_digest(),
         gc,
         sessions: r.state_machine().sessions.len() as u64,
-        applied: r.applied_requests(),
+        applied_updates: r.applied_updates(),
     }
 }

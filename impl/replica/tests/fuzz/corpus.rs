@@ -80,7 +80,7 @@ pub fn responses() -> Vec<ClientResponse> {
         digest: 77,
         gc: None,
         sessions: 2,
-        applied: 30,
+        applied_updates: 30,
     };
     let collecting = StatusInfo {
         gc: Some(GcStatus {
