@@ -335,6 +335,42 @@ mod tests {
         assert!(serde_json::from_str::<crate::sessions::SessionTable>(twice).is_err());
     }
 
+    proptest::proptest! {
+        /// Any sequence of requests over a few clients, executed in slots of
+        /// up to three with small bounds: the table never exceeds its bound,
+        /// its index stays consistent, a request of an evicted client never
+        /// executes, no `(client, seq)` executes twice unless its client's
+        /// tombstone was forgotten (the residual case), and the table
+        /// round-trips through serialization unchanged.
+        #[test]
+        fn bounded_tables_stay_bounded_consistent_and_at_most_once(
+            reqs in proptest::collection::vec((0u64..12, 1u64..5, 0usize..3), 1..200),
+            limit in 1usize..5,
+            tombstones in 0usize..6,
+        ) {
+            let bounds = Bounds { sessions: limit, tombstones };
+            let mut s = Snapshot::default();
+            let mut executed = std::collections::BTreeSet::new();
+            for (client, seq, gap) in reqs {
+                let buried_before = s.sessions.tombstones().any(|c| *c == client);
+                let forgotten_before = s.sessions.forgotten();
+                let out = s.execute(&put(client, seq, "k", "v"), bounds);
+                if buried_before {
+                    proptest::prop_assert_eq!(&out, &Outcome::Expired);
+                }
+                if matches!(out, Outcome::Applied(_)) && !executed.insert((client, seq)) {
+                    proptest::prop_assert!(forgotten_before > 0, "({}, {}) ran twice with no tombstone forgotten", client, seq);
+                }
+                proptest::prop_assert!(s.sessions.len() <= limit);
+                s.last_executed += gap as u64;
+            }
+            proptest::prop_assert!(s.sessions.is_consistent());
+            let bytes = serde_json::to_vec(&s.sessions).expect("serialize");
+            let back: SessionTable = serde_json::from_slice(&bytes).expect("deserialize");
+            proptest::prop_assert_eq!(back, s.sessions);
+        }
+    }
+
     #[test]
     fn digest_depends_on_slot_and_value() {
         let v = Value::Batch(std::sync::Arc::new(vec![put(1, 1, "k", "v")]));
