@@ -6,7 +6,9 @@
 //! mixes of get, put and cas over keys drawn from a zipfian distribution,
 //! with unique written values; a request is retried with the same
 //! `(client, seq)` after a redirect (to the named leader), a busy answer or
-//! a timeout (to the next replica).
+//! a timeout (to the next replica). A client whose session expired (the
+//! table is bounded, `Config::session_limit`) records the operation as of
+//! unknown outcome and continues under a new client id, numbering from 1.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -52,8 +54,11 @@ struct Client {
     /// replaces the previous), and the time of its one queue entry.
     timeout: Option<(Time, Seq, u32)>,
     timeout_queued: Option<Time>,
-    /// History index of each operation issued, by `seq - 1`.
+    /// History index of each operation issued, in order.
     ops: Vec<usize>,
+    /// Where each id's operations start in `ops`: id number `g` of client
+    /// `c` is `c + 1 + g × clients`.
+    generations: Vec<usize>,
 }
 
 pub struct Clients {
@@ -96,6 +101,7 @@ impl Clients {
                 timeout: None,
                 timeout_queued: None,
                 ops: Vec::new(),
+                generations: vec![0],
             })
             .collect();
         Clients {
@@ -124,10 +130,17 @@ impl Clients {
         self.clients.is_empty()
     }
 
+    /// The client index and id number of a client id, if it is one of ours.
+    fn owner(&self, id: ClientId) -> Option<(usize, usize)> {
+        let n = self.clients.len() as u64;
+        let x = id.checked_sub(1)?;
+        let (c, g) = ((x % n.max(1)) as usize, (x / n.max(1)) as usize);
+        (c < self.clients.len() && g < self.clients[c].generations.len()).then_some((c, g))
+    }
+
     /// The client index of a client id, if it is one of ours.
     pub fn index(&self, id: ClientId) -> Option<usize> {
-        let c = id.checked_sub(1)? as usize;
-        (c < self.clients.len()).then_some(c)
+        self.owner(id).map(|(c, _)| c)
     }
 
     /// A one-way delay between a client and a replica.
@@ -227,8 +240,9 @@ impl Clients {
 
     /// Whether `(client, seq)` is a write or a cas (it changes state).
     pub fn is_update(&self, client: ClientId, seq: Seq) -> bool {
-        let Some(c) = self.index(client) else { return false };
-        let i = seq.checked_sub(1).and_then(|s| self.clients[c].ops.get(s as usize));
+        let Some((c, g)) = self.owner(client) else { return false };
+        let cl = &self.clients[c];
+        let i = seq.checked_sub(1).and_then(|s| cl.ops.get(cl.generations.get(g)? + s as usize));
         i.and_then(|i| self.history.get(*i)).is_some_and(|op| op.f != F::Read)
     }
 
@@ -273,11 +287,11 @@ impl Clients {
         }
     }
 
-    /// A reply reached client `c`.
-    pub fn reply(&mut self, c: usize, seq: Seq, reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
+    /// A reply to `(client, seq)` reached client `c`.
+    pub fn reply(&mut self, c: usize, (client, seq): (ClientId, Seq), reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
         let cl = &self.clients[c];
         let Some(idx) = cl.current else { return };
-        if cl.seq != seq {
+        if cl.seq != seq || cl.id != client {
             return;
         }
         match reply {
@@ -293,6 +307,16 @@ impl Clients {
                 self.set_timeout(c, now + 20 * MS, seq, attempt, out);
             }
             Reply::Stale => self.complete(c, idx, Outcome::Fail("stale".into()), now, rng, out),
+            Reply::SessionExpired => {
+                // An earlier attempt may have executed: unknown, as a
+                // timeout would be. The old id is never used again.
+                let n = self.clients.len() as ClientId;
+                let cl = &mut self.clients[c];
+                cl.generations.push(cl.ops.len());
+                cl.id = c as ClientId + 1 + (cl.generations.len() as ClientId - 1) * n;
+                cl.seq = 0;
+                self.complete(c, idx, Outcome::Unknown("session expired".into()), now, rng, out);
+            }
             Reply::Value(v) => {
                 let value = v.and_then(|b| std::str::from_utf8(&b).ok().and_then(|s| s.parse().ok())).unwrap_or(0);
                 self.complete(c, idx, Outcome::Ok { value, cas_ok: false }, now, rng, out);

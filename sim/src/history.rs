@@ -21,6 +21,9 @@ pub enum Outcome {
     /// Read: the value (0 = absent). Write: the value written. Cas: whether it applied.
     Ok { value: u64, cas_ok: bool },
     Fail(String),
+    /// Completed without knowing whether it took effect (Jepsen's `info`
+    /// at its completion): the session expired.
+    Unknown(String),
 }
 
 #[derive(Clone, Debug)]
@@ -90,7 +93,7 @@ pub fn write_ndjson(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
             (Outcome::Ok { cas_ok: false, .. }, true) if op.f == F::Cas => ("fail", 0, op.value),
             (Outcome::Ok { value, .. }, true) => ("ok", if op.f == F::Cas { 0 } else { *value }, if op.f == F::Cas { op.value } else { 0 }),
             (Outcome::Fail(_), true) => ("fail", op.value, 0),
-            (Outcome::Pending, true) => ("info", op.value, 0),
+            (Outcome::Pending | Outcome::Unknown(_), true) => ("info", op.value, 0),
         };
         let line = Line { index, ty, f: op.f, process: op.client, time: t * 1_000, key: format!("k{}", op.key), value, from: if op.f == F::Cas { op.from } else { 0 }, to };
         serde_json::to_writer(&mut *w, &line)?;
@@ -124,7 +127,7 @@ pub fn write_edn(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
             (Outcome::Ok { cas_ok: false, .. }, true) if op.f == F::Cas => ":fail",
             (Outcome::Ok { .. }, true) => ":ok",
             (Outcome::Fail(_), true) => ":fail",
-            (Outcome::Pending, true) => ":info",
+            (Outcome::Pending | Outcome::Unknown(_), true) => ":info",
         };
         let value = match (op.f, &op.outcome, done) {
             (F::Read, Outcome::Ok { value, .. }, true) => edn(*value),

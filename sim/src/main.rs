@@ -104,6 +104,13 @@ enum Cmd {
         /// by default in the simulator, docs/protocol.md).
         #[arg(long)]
         pre_vote: bool,
+        /// Bound the session table (Config::session_limit; unbounded by
+        /// default in the simulator): sessions are evicted and expire.
+        #[arg(long)]
+        session_limit: Option<usize>,
+        /// Tombstones of evicted sessions kept (Config::session_tombstones).
+        #[arg(long)]
+        session_tombstones: Option<usize>,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -129,6 +136,16 @@ enum Cmd {
         /// output is the same whatever the number.
         #[arg(long)]
         jobs: Option<usize>,
+        /// Bound every seed's session table (Config::session_limit), with
+        /// at least `--clients` clients, so that sessions expire.
+        #[arg(long)]
+        session_limit: Option<usize>,
+        /// Tombstones of evicted sessions kept (Config::session_tombstones).
+        #[arg(long)]
+        session_tombstones: Option<usize>,
+        /// Clients per seed (with --session-limit: more than the bound).
+        #[arg(long)]
+        clients: Option<usize>,
     },
     /// Runs per second of 10-virtual-second runs with load and GC pauses.
     Bench {
@@ -303,11 +320,12 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
     let ok = out.history.iter().filter(|o| o.is_ok()).count();
     let fail = out.history.iter().filter(|o| matches!(o.outcome, Outcome::Fail(_))).count();
     let info = out.history.iter().filter(|o| o.outcome == Outcome::Pending).count();
+    let expired = out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count();
     let mut lat = out.latencies.clone();
     lat.sort_unstable();
     let ms = |q| stutter_sim::percentile(&lat, q) as f64 / 1000.0;
     println!("seed {seed}  scenario {}", s.name);
-    println!("  ops       {} ok, {} fail, {} info ({} invoked)", ok, fail, info, out.history.len());
+    println!("  ops       {} ok, {} fail, {} info, {} session expired ({} invoked)", ok, fail, info, expired, out.history.len());
     println!(
         "  latency   p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms (virtual, from intended start)",
         ms(0.5),
@@ -364,6 +382,7 @@ fn summary_value(seed: u64, s: &Scenario, out: &RunOutput) -> serde_json::Value 
         "ok": out.history.iter().filter(|o| o.is_ok()).count(),
         "fail": out.history.iter().filter(|o| matches!(o.outcome, Outcome::Fail(_))).count(),
         "info": out.history.iter().filter(|o| o.outcome == Outcome::Pending).count(),
+        "session_expired": out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count(),
         "latency_cdf_ms": cdf,
         "faults": out.faults,
         "elections": out.elections,
@@ -469,9 +488,15 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json, pre_vote } => {
+        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json, pre_vote, session_limit, session_tombstones } => {
             let mut s = scenario(&name, seed)?;
             s.pre_vote |= pre_vote;
+            if let Some(l) = session_limit {
+                s.session_limit = l.max(1);
+            }
+            if let Some(t) = session_tombstones {
+                s.session_tombstones = t;
+            }
             if let Some(d) = duration {
                 s.duration = (d * 1e6) as u64;
             }
@@ -521,7 +546,7 @@ fn main() -> Result<()> {
             let out = stutter_sim::run_traced(s, seed, Box::new(std::io::BufWriter::new(std::io::stdout())));
             eprintln!("trace hash {:016x}, {} violation(s)", out.trace_hash, out.violations.len());
         }
-        Cmd::Swarm { seeds, bug, fail_fast, duration, jobs } => {
+        Cmd::Swarm { seeds, bug, fail_fast, duration, jobs, session_limit, session_tombstones, clients } => {
             let (a, b) = parse_range(&seeds)?;
             let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
             let t = Instant::now();
@@ -529,6 +554,16 @@ fn main() -> Result<()> {
             let run = |seed: u64| {
                 let mut s = Scenario::from_seed(seed);
                 s.bug = bug.map(Bug::from);
+                if let Some(l) = session_limit {
+                    s.session_limit = l.max(1);
+                    s.name += &format!("+sessions{l}");
+                }
+                if let Some(t) = session_tombstones {
+                    s.session_tombstones = t;
+                }
+                if let Some(c) = clients {
+                    s.workload.clients = c.max(1);
+                }
                 if let Some(d) = duration {
                     s.duration = (d * 1e6) as u64;
                 }

@@ -42,7 +42,7 @@ async fn call(client: &mut Client, who: usize, key: u64, kind: Kind, history: &R
     let outcome = match client.call(op).await {
         Ok(Reply::Done) => Outcome::Ok(None),
         Ok(Reply::Value(v)) => Outcome::Ok(v.and_then(|b| std::str::from_utf8(&b).ok()?.parse().ok())),
-        Ok(_) | Err(ClientError::Timeout) | Err(ClientError::Protocol(_)) => Outcome::Unknown,
+        Ok(_) | Err(ClientError::Timeout) | Err(ClientError::Protocol(_)) | Err(ClientError::SessionExpired) => Outcome::Unknown,
         Err(ClientError::Rejected(_)) => Outcome::Failed,
     };
     history.borrow_mut().ops.push(Op { client: who, key, kind, invoke, complete: now(), outcome });

@@ -82,9 +82,21 @@ pub struct LoopCtx<'a> {
     pub busy: usize,
     /// Connections with requests queued for this turn's flush.
     pub dirty: Vec<usize>,
+    /// `RunSpec::ops_per_client`.
+    pub ops_per_client: u64,
+    /// The next client id to hand out (churn, expired sessions).
+    pub next_client: ClientId,
 }
 
 impl LoopCtx<'_> {
+    /// A client id never used in this run.
+    fn fresh_client(&mut self) -> ClientId {
+        let id = self.next_client & CLIENT_ID_MASK;
+        self.next_client = self.next_client.wrapping_add(1);
+        self.tally.clients += 1;
+        id
+    }
+
     /// Ends a job: records its outcome and frees its position.
     pub fn complete(&mut self, c: usize, pos: usize, job: Job, result: Result<Answer, CallError>) {
         self.busy -= 1;
@@ -165,6 +177,12 @@ impl Conn {
     /// Starts a new job on a free position.
     pub fn start(&mut self, c: usize, pos: usize, job: Job, ctx: &mut LoopCtx) {
         let Some(sl) = self.positions.get_mut(pos) else { return };
+        // Churn: a new logical client every `ops_per_client` operations,
+        // numbering from 1 as every client does.
+        if ctx.ops_per_client > 0 && sl.seq >= ctx.ops_per_client {
+            sl.client = ctx.fresh_client();
+            sl.seq = 0;
+        }
         sl.seq += 1;
         sl.job = Some(job);
         self.in_flight += 1;
@@ -246,6 +264,7 @@ impl Conn {
                         CallError::NotLeader => CallError::NotLeader,
                         CallError::Io(e) => CallError::Io(e.clone()),
                         CallError::Unexpected(e) => CallError::Io(e.clone()),
+                        CallError::SessionExpired => CallError::SessionExpired,
                     };
                     ctx.complete(c, pos, job, Err(err));
                 }
@@ -385,9 +404,19 @@ impl Conn {
                             }
                         }
                         result => {
+                            let expired = matches!(result, Err(CallError::SessionExpired));
                             if let Some(job) = self.positions[pos].job.take() {
                                 self.in_flight -= 1;
                                 ctx.complete(c, pos, job, result);
+                            }
+                            if expired {
+                                // The id is dead: every later request of it
+                                // would expire too.
+                                let id = ctx.fresh_client();
+                                if let Some(sl) = self.positions.get_mut(pos) {
+                                    sl.client = id;
+                                    sl.seq = 0;
+                                }
                             }
                         }
                     }

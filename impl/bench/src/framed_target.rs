@@ -47,6 +47,9 @@ pub fn parse_frame(body: &[u8]) -> Event {
                 // nothing was proposed, the same request may be sent again.
                 Reply::Busy => Err(CallError::NotLeader),
                 Reply::Redirect { .. } => return Event::Redirect { addr: None },
+                // The session expired (bounded session table): the outcome
+                // is unknown, and the client id must not be used again.
+                Reply::SessionExpired => Err(CallError::SessionExpired),
                 r @ (Reply::Stale | Reply::Cas { .. }) => Err(CallError::Unexpected(format!("reply {r:?}"))),
             };
             Event::Reply { client, seq, result }

@@ -101,6 +101,13 @@ struct Args {
     timeline: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Client churn (framed protocol): each logical client sends this many
+    /// operations, then a new client id takes its place (0: one id per
+    /// position for the whole run). With a stutter config, each replica's
+    /// session table size and executed requests are reported after each
+    /// run, and checked against the acknowledged writes.
+    #[arg(long, default_value_t = 0)]
+    ops_per_client: u64,
 }
 
 fn resolve(addrs: &[String]) -> Result<Vec<SocketAddr>> {
@@ -149,6 +156,57 @@ fn print_row(name: &str, r: &RunResult) {
     );
 }
 
+/// Each replica's status (`None` where it did not answer).
+async fn replica_status(addrs: &[SocketAddr]) -> Vec<Option<stutter_replica::wire::StatusInfo>> {
+    let mut out = Vec::new();
+    for a in addrs {
+        out.push(stutter_replica::client::status(&a.to_string(), Duration::from_secs(2)).await.ok());
+    }
+    out
+}
+
+/// Each replica's status once they all executed up to the same slot
+/// (followers learn the last commits from the next heartbeat), or after 5 s.
+async fn settled_status(addrs: &[SocketAddr]) -> Vec<Option<stutter_replica::wire::StatusInfo>> {
+    let give_up = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = replica_status(addrs).await;
+        let mut slots = s.iter().flatten().map(|s| s.last_executed);
+        let first = slots.next();
+        if slots.all(|x| Some(x) == first) || std::time::Instant::now() > give_up {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Prints each replica's session table size and the requests it executed
+/// during the run. Every acknowledged write is a distinct `(client, seq)`
+/// executed once: when every operation was answered (none unknown), each
+/// replica that answered before and after must have executed exactly the
+/// acknowledged writes as updates (reads, in the log or not, are not
+/// counted) — more would be a duplicate execution, fewer a lost one.
+fn report_sessions(before: &[Option<stutter_replica::wire::StatusInfo>], after: &[Option<stutter_replica::wire::StatusInfo>], r: &RunResult) -> Result<()> {
+    println!(
+        "stutter: {} client ids, {} writes acknowledged, {} session-expired, {} io errors, {} unfinished",
+        r.clients, r.writes_acked, r.session_expired, r.io_errors, r.unfinished
+    );
+    let every_answered = r.io_errors == 0 && r.unfinished == 0 && r.session_expired == 0;
+    let mut bad = Vec::new();
+    for (b, a) in before.iter().zip(after) {
+        let (Some(b), Some(a)) = (b, a) else { continue };
+        let executed = a.applied_updates.saturating_sub(b.applied_updates);
+        println!("replica {}: {} sessions, {executed} updates executed during the run, last executed {}, digest {:016x}", a.id, a.sessions, a.last_executed, a.digest);
+        if every_answered && executed != r.writes_acked {
+            bad.push(format!("replica {} executed {executed} updates for {} acknowledged writes", a.id, r.writes_acked));
+        }
+    }
+    if !bad.is_empty() {
+        bail!("duplicate or lost execution: {}", bad.join("; "));
+    }
+    Ok(())
+}
+
 struct Bench {
     args: Args,
 }
@@ -165,6 +223,7 @@ impl Bench {
             protocol: sys.protocol,
             timeout: self.args.timeout,
             timeline: self.args.timeline.is_some(),
+            ops_per_client: self.args.ops_per_client,
         }
     }
 
@@ -188,8 +247,12 @@ impl Bench {
 
     async fn one(&self, sys: &mut System, rate: f64, salt: u64) -> Result<RunResult> {
         self.ensure_preloaded(sys).await?;
+        let before = if sys.name == "stutter" { settled_status(&sys.addrs).await } else { Vec::new() };
         let r = open_loop::run(&self.spec(sys, rate), self.generator(salt), true);
         print_row(sys.name, &r);
+        if sys.name == "stutter" {
+            report_sessions(&before, &settled_status(&sys.addrs).await, &r)?;
+        }
         if let Some(w) = &r.first_wrong {
             eprintln!("{}: WRONG ANSWER: {w}", sys.name);
         }

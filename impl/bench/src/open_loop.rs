@@ -57,7 +57,10 @@ pub fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResult {
         idle,
         busy: 0,
         dirty: Vec::new(),
+        ops_per_client: spec.ops_per_client,
+        next_client: first_client.wrapping_add((nconn * window) as u64),
     };
+    ctx.tally.clients = (nconn * window) as u64;
     let mut events = mio::Events::with_capacity(1024);
     let mut scratch = vec![0u8; 64 << 10];
     let mut queue: VecDeque<Job> = VecDeque::new();
@@ -224,6 +227,7 @@ mod tests {
             protocol,
             timeout: Duration::from_secs(2),
             timeline: true,
+            ops_per_client: 0,
         }
     }
 

@@ -23,7 +23,7 @@ async fn execute(conn: &mut TextConn, op: &Op, shared_redirects: &mut u64) -> Re
                 conn.next_replica();
                 last = CallError::Io(e);
             }
-            Err(e @ CallError::Unexpected(_)) => return Err(e),
+            Err(e @ (CallError::Unexpected(_) | CallError::SessionExpired)) => return Err(e),
         }
     }
     Err(last)

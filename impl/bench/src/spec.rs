@@ -16,6 +16,9 @@ pub struct RunSpec {
     pub timeout: Duration,
     /// Keep every measured operation's (intended start, latency).
     pub timeline: bool,
+    /// Framed protocol: a position takes a new client id after this many
+    /// operations (client churn; 0: one id per position for the run).
+    pub ops_per_client: u64,
 }
 
 /// The client protocol a run speaks.
@@ -46,6 +49,12 @@ pub struct RunResult {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub max_ms: f64,
+    /// Writes acknowledged, warm-up included (each a distinct `(client, seq)`).
+    pub writes_acked: u64,
+    /// Operations answered "session expired" (outcome unknown).
+    pub session_expired: u64,
+    /// Distinct client ids used (framed protocol).
+    pub clients: u64,
     /// Latency distribution as (quantile, ms) points, for CDF plots.
     pub cdf: Vec<(f64, f64)>,
     #[serde(skip)]

@@ -32,6 +32,10 @@ pub struct Tally {
     wrong: u64,
     first_wrong: Option<String>,
     timeline: Option<Vec<(u32, u32)>>,
+    writes_acked: u64,
+    session_expired: u64,
+    /// Distinct client ids used, set by the loop.
+    pub clients: u64,
 }
 
 impl Tally {
@@ -45,6 +49,9 @@ impl Tally {
             wrong: 0,
             first_wrong: None,
             timeline: timeline.then(Vec::new),
+            writes_acked: 0,
+            session_expired: 0,
+            clients: 0,
         }
     }
 
@@ -72,6 +79,12 @@ impl Tally {
     pub fn record(&mut self, op: &Op, intended: Instant, result: Result<Answer, CallError>, measure_from: Instant, preloaded: bool) {
         let done = Instant::now();
         let measured = intended >= measure_from;
+        if matches!(result, Ok(Answer::Written)) {
+            self.writes_acked += 1;
+        }
+        if matches!(result, Err(CallError::SessionExpired)) {
+            self.session_expired += 1;
+        }
         match result {
             Ok(answer) => match check(op, &answer, preloaded) {
                 Ok(()) => {
@@ -122,6 +135,9 @@ impl Tally {
             p999_ms: ms(0.999),
             max_ms: total.hist.max() as f64 / 1000.0,
             cdf: CDF_QUANTILES.iter().map(|q| (*q, ms(*q))).collect(),
+            writes_acked: total.writes_acked,
+            session_expired: total.session_expired,
+            clients: total.clients,
             first_wrong: total.first_wrong.take(),
             timeline: total.timeline.take().unwrap_or_default(),
         }

@@ -27,12 +27,18 @@ pub enum CallError {
     Io(String),
     /// A reply that is not an answer to the request.
     Unexpected(String),
+    /// The client's session expired (the cluster's session table is
+    /// bounded): the outcome is unknown, and the id is not used again.
+    SessionExpired,
 }
 
 /// Parses one reply line to `op`. Pure, so it is unit-tested.
 pub fn parse_reply(op: &Op, line: &[u8]) -> Result<Answer, CallError> {
     if line.starts_with(b"leader is") || line == b"retry" {
         return Err(CallError::NotLeader);
+    }
+    if line == b"error session expired" {
+        return Err(CallError::SessionExpired);
     }
     match op {
         Op::Read { .. } => {

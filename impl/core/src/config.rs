@@ -72,6 +72,16 @@ pub struct Config {
     /// and send `Prepare`. Off: the timer raises the ballot at once. A
     /// leadership hand-off (`TimeoutNow`) never pre-votes.
     pub pre_vote: bool,
+    /// At most this many client sessions (`sessions.rs`): executing the
+    /// first request of a new client beyond it evicts the least recently
+    /// executed session. Part of the replicated state machine: it must be
+    /// the same on every replica of a cluster.
+    pub session_limit: usize,
+    /// Client ids of evicted sessions kept (8 bytes each) to answer their
+    /// requests "session expired"; 0: 4 × `session_limit`. The same on
+    /// every replica. The larger, the more evictions a delayed first
+    /// request of a client must be outrun by to execute twice (`sessions.rs`).
+    pub session_tombstones: usize,
     /// Run [`crate::Replica::check_invariants`] after every step (always
     /// on in debug builds; the simulator turns it on in release builds).
     pub check_invariants: bool,
@@ -104,6 +114,8 @@ impl Default for Config {
             gc_handoff_grace: 250_000,
             gc_grant_after_grace: false,
             pre_vote: true,
+            session_limit: 100_000,
+            session_tombstones: 0,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]
             injected_bug: None,

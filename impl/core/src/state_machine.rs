@@ -6,15 +6,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::sessions::{Bounds, Check, Session, SessionTable};
 use crate::trace::SessionsSummary;
 use crate::types::{ClientId, Op, Reply, Request, Seq, Slot, Value};
-
-/// The last executed request of a client and the reply it produced.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Session {
-    pub seq: Seq,
-    pub reply: Reply,
-}
 
 /// Everything a replica's execution produced up to `last_executed`.
 /// Ordered maps only: snapshots serialize identically on every replica.
@@ -22,7 +16,8 @@ pub struct Session {
 pub struct Snapshot {
     pub last_executed: Slot,
     pub kv: BTreeMap<Bytes, Bytes>,
-    pub sessions: BTreeMap<ClientId, Session>,
+    /// At-most-once sessions, bounded (`sessions.rs`).
+    pub sessions: SessionTable,
     /// Running digest of every executed slot (see [`digest_step`]).
     pub digest: u64,
 }
@@ -46,6 +41,9 @@ pub enum Outcome {
     Duplicate(Reply),
     /// Older than the client's last executed request.
     Stale,
+    /// The client's session expired (`sessions.rs`): not executed now,
+    /// and an earlier attempt may have been.
+    Expired,
 }
 
 impl Outcome {
@@ -53,6 +51,7 @@ impl Outcome {
         match self {
             Outcome::Applied(r) | Outcome::Duplicate(r) => r.clone(),
             Outcome::Stale => Reply::Stale,
+            Outcome::Expired => Reply::SessionExpired,
         }
     }
 }
@@ -99,21 +98,27 @@ pub fn digest_step(prev: u64, slot: Slot, value: &Value) -> u64 {
 }
 
 impl Snapshot {
-    /// Executes one request with at-most-once semantics.
-    pub fn execute(&mut self, req: &Request) -> Outcome {
-        self.execute_checked(req, ExecBugs::default())
+    /// Executes one request, in slot `last_executed + 1`, with
+    /// at-most-once semantics within `bounds` (`Config::session_limit`
+    /// and `session_tombstones`, the same on every replica).
+    pub fn execute(&mut self, req: &Request, bounds: Bounds) -> Outcome {
+        self.execute_checked(req, bounds, ExecBugs::default())
     }
 
     /// [`Snapshot::execute`] with the injected bugs of execution switched
     /// by `bugs` (all off in [`Snapshot::execute`]).
-    pub(crate) fn execute_checked(&mut self, req: &Request, bugs: ExecBugs) -> Outcome {
-        if let Some(s) = self.sessions.get(&req.client) {
-            if req.seq == s.seq && !bugs.execute_duplicate {
-                return Outcome::Duplicate(s.reply.clone());
+    pub(crate) fn execute_checked(&mut self, req: &Request, bounds: Bounds, bugs: ExecBugs) -> Outcome {
+        match self.sessions.check(req.client, req.seq) {
+            Check::Expired => return Outcome::Expired,
+            Check::Live(Some(s)) => {
+                if req.seq == s.seq && !bugs.execute_duplicate {
+                    return Outcome::Duplicate(s.reply.clone());
+                }
+                if req.seq < s.seq {
+                    return Outcome::Stale;
+                }
             }
-            if req.seq < s.seq {
-                return Outcome::Stale;
-            }
+            Check::Live(None) => {}
         }
         let reply = match &req.op {
             Op::Get { key } => Reply::Value(self.kv.get(key).cloned()),
@@ -134,7 +139,8 @@ impl Snapshot {
                 Reply::Cas { ok, current }
             }
         };
-        self.sessions.insert(req.client, Session { seq: req.seq, reply: reply.clone() });
+        let session = Session { seq: req.seq, reply: reply.clone(), slot: self.last_executed + 1 };
+        self.sessions.record(req.client, session, bounds);
         Outcome::Applied(reply)
     }
 
@@ -143,14 +149,17 @@ impl Snapshot {
     pub fn sessions_summary(&self) -> SessionsSummary {
         SessionsSummary {
             clients: self.sessions.len() as u64,
-            seq_sum: self.sessions.values().fold(0u64, |sum, s| sum.wrapping_add(s.seq)),
+            seq_sum: self.sessions.iter().fold(0u64, |sum, (_, s)| sum.wrapping_add(s.seq)),
         }
     }
 
     /// The recorded outcome of `(client, seq)` if it was executed already
     /// (or is older than what was executed), without executing anything.
     pub fn lookup(&self, client: ClientId, seq: Seq) -> Option<Outcome> {
-        let s = self.sessions.get(&client)?;
+        let s = match self.sessions.check(client, seq) {
+            Check::Expired => return Some(Outcome::Expired),
+            Check::Live(s) => s?,
+        };
         if seq == s.seq {
             Some(Outcome::Duplicate(s.reply.clone()))
         } else if seq < s.seq {
@@ -176,26 +185,26 @@ mod tests {
     #[test]
     fn retried_request_is_executed_once_and_gets_its_original_reply() {
         let mut s = Snapshot::default();
-        assert_eq!(s.execute(&put(1, 1, "k", "a")), Outcome::Applied(Reply::Done));
+        assert_eq!(s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED), Outcome::Applied(Reply::Done));
         let cas = Request {
             client: 2,
             seq: 1,
             op: Op::Cas { key: "k".into(), from: Some("a".into()), to: "b".into() },
         };
         assert_eq!(
-            s.execute(&cas),
+            s.execute(&cas, Bounds::UNBOUNDED),
             Outcome::Applied(Reply::Cas { ok: true, current: Some("a".into()) })
         );
         // The same CAS retried must not apply again and must report success.
         assert_eq!(
-            s.execute(&cas),
+            s.execute(&cas, Bounds::UNBOUNDED),
             Outcome::Duplicate(Reply::Cas { ok: true, current: Some("a".into()) })
         );
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         // A retry of client 1's old put must not overwrite the CAS.
-        assert_eq!(s.execute(&put(1, 1, "k", "a")), Outcome::Duplicate(Reply::Done));
+        assert_eq!(s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED), Outcome::Duplicate(Reply::Done));
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
-        assert_eq!(s.execute(&put(1, 0, "k", "z")), Outcome::Stale);
+        assert_eq!(s.execute(&put(1, 0, "k", "z"), Bounds::UNBOUNDED), Outcome::Stale);
         assert_eq!(s.lookup(1, 1), Some(Outcome::Duplicate(Reply::Done)));
         assert_eq!(s.lookup(1, 2), None);
     }
@@ -204,12 +213,162 @@ mod tests {
     fn cas_on_absent_key() {
         let mut s = Snapshot::default();
         let r = Request { client: 1, seq: 1, op: Op::Cas { key: "x".into(), from: None, to: "1".into() } };
-        assert_eq!(s.execute(&r), Outcome::Applied(Reply::Cas { ok: true, current: None }));
+        assert_eq!(s.execute(&r, Bounds::UNBOUNDED), Outcome::Applied(Reply::Cas { ok: true, current: None }));
         let r = Request { client: 1, seq: 2, op: Op::Cas { key: "x".into(), from: None, to: "2".into() } };
         assert_eq!(
-            s.execute(&r),
+            s.execute(&r, Bounds::UNBOUNDED),
             Outcome::Applied(Reply::Cas { ok: false, current: Some("1".into()) })
         );
+    }
+
+    /// Executes `req` in the next slot, as `execute_committed` does.
+    fn bounded(sessions: usize) -> Bounds {
+        Bounds { sessions, tombstones: 0 }
+    }
+
+    fn step(s: &mut Snapshot, req: &Request, bounds: Bounds) -> Outcome {
+        let o = s.execute(req, bounds);
+        s.last_executed += 1;
+        o
+    }
+
+    #[test]
+    fn the_least_recently_executed_session_is_evicted_first() {
+        let mut s = Snapshot::default();
+        step(&mut s, &put(1, 1, "a", "1"), bounded(3)); // slot 1
+        step(&mut s, &put(2, 1, "b", "1"), bounded(3)); // slot 2
+        step(&mut s, &put(3, 1, "c", "1"), bounded(3)); // slot 3
+        step(&mut s, &put(1, 2, "a", "2"), bounded(3)); // slot 4: client 1 is recent again
+        // A fourth client: client 2 (slot 2) is the least recent.
+        assert_eq!(step(&mut s, &put(4, 1, "d", "1"), bounded(3)), Outcome::Applied(Reply::Done));
+        let live: Vec<_> = s.sessions.iter().map(|(c, x)| (*c, x.slot.0)).collect();
+        assert_eq!(live, vec![(1, 4), (3, 3), (4, 5)]);
+        assert_eq!(s.sessions.tombstones().copied().collect::<Vec<_>>(), vec![2]);
+        // Within one slot, ties go by client id: 5 and 6 in slot 6 evict
+        // client 3 (slot 3) then 1 (slot 4).
+        s.execute(&put(6, 1, "f", "1"), bounded(3));
+        s.execute(&put(5, 1, "e", "1"), bounded(3));
+        s.last_executed += 1;
+        assert_eq!(s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![4, 5, 6]);
+        assert_eq!(s.sessions.tombstones().copied().collect::<Vec<_>>(), vec![2, 3, 1]);
+        // Ties by id: a seventh client evicts 4 (slot 5), an eighth then
+        // evicts 5 before 6 (both slot 6).
+        step(&mut s, &put(7, 1, "g", "1"), bounded(3));
+        step(&mut s, &put(8, 1, "h", "1"), bounded(3));
+        assert_eq!(s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![6, 7, 8]);
+        assert!(s.sessions.is_consistent());
+    }
+
+    #[test]
+    fn an_evicted_client_is_answered_expired_and_not_executed() {
+        let mut s = Snapshot::default();
+        step(&mut s, &put(1, 1, "k", "a"), bounded(1));
+        step(&mut s, &put(2, 1, "x", "1"), bounded(1)); // evicts client 1
+        // A retry of client 1's executed request, and a new one: neither runs.
+        assert_eq!(step(&mut s, &put(1, 1, "k", "a"), bounded(1)), Outcome::Expired);
+        assert_eq!(step(&mut s, &put(1, 2, "k", "b"), bounded(1)), Outcome::Expired);
+        assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("a")));
+        assert_eq!(s.lookup(1, 2), Some(Outcome::Expired));
+        assert_eq!(Outcome::Expired.reply(), Reply::SessionExpired);
+        assert!(!Reply::SessionExpired.is_definite_rejection());
+        // An expired request does not take a session nor evict one.
+        assert_eq!(s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![2]);
+    }
+
+    #[test]
+    fn tombstones_rotate_and_then_unknown_clients_past_seq_1_are_expired() {
+        let limit = 1;
+        let capacity = limit * crate::sessions::TOMBSTONES_PER_SESSION;
+        let mut s = Snapshot::default();
+        // Before any tombstone rotated out, a client never seen is new
+        // whatever its seq (its seq 1 may have been a read).
+        assert_eq!(step(&mut s, &put(100, 2, "k", "v"), bounded(limit)), Outcome::Applied(Reply::Done));
+        // Clients 1..=capacity+1 evict 100 and then each other.
+        for c in 1..=capacity as u64 + 1 {
+            step(&mut s, &put(c, 1, "k", "v"), bounded(limit));
+        }
+        // capacity + 1 evictions: 100 rotated out; the rest are tombstones.
+        assert_eq!(s.sessions.forgotten(), 1);
+        assert_eq!(s.sessions.tombstones().count(), capacity);
+        assert!(!s.sessions.tombstones().any(|c| *c == 100));
+        assert_eq!(step(&mut s, &put(100, 3, "k", "z"), bounded(limit)), Outcome::Expired);
+        assert_eq!(step(&mut s, &put(999, 2, "k", "z"), bounded(limit)), Outcome::Expired);
+        // The residual case: a seq-1 request of a forgotten or new client runs.
+        assert_eq!(step(&mut s, &put(999, 1, "k", "w"), bounded(limit)), Outcome::Applied(Reply::Done));
+        assert!(s.sessions.is_consistent());
+    }
+
+    #[test]
+    fn replicas_executing_the_same_requests_hold_equal_snapshots_that_round_trip() {
+        let reqs: Vec<Request> = (0..200u64).map(|i| put(i % 37 + (i / 50) * 100, i / 37 + 1, "k", &i.to_string())).collect();
+        let run = || {
+            let mut s = Snapshot::default();
+            for (i, r) in reqs.iter().enumerate() {
+                s.execute(r, bounded(5));
+                if i % 3 == 2 {
+                    s.last_executed += 1; // three requests a slot
+                }
+            }
+            s
+        };
+        let (a, b) = (run(), run());
+        assert_eq!(a, b);
+        assert!(a.sessions.len() <= 5 && a.sessions.forgotten() > 0);
+        // The session table round trips (the kv map's byte keys are not
+        // JSON keys; the replica's bincode round trip is its own test).
+        let bytes = serde_json::to_vec(&a.sessions).expect("serialize");
+        assert_eq!(bytes, serde_json::to_vec(&b.sessions).expect("serialize"));
+        let back = Snapshot { sessions: serde_json::from_slice(&bytes).expect("deserialize"), ..a.clone() };
+        assert_eq!(back, a);
+        assert!(back.sessions.is_consistent());
+        // Both continue alike after the round trip.
+        let (mut a, mut back) = (a, back);
+        assert_eq!(step(&mut a, &put(5000, 1, "q", "1"), bounded(5)), step(&mut back, &put(5000, 1, "q", "1"), bounded(5)));
+        assert_eq!(a, back);
+    }
+
+    #[test]
+    fn a_table_with_a_client_both_live_and_buried_does_not_deserialize() {
+        let bad = r#"{"sessions":{"1":{"seq":1,"reply":"Done","slot":1}},"tombstones":[1],"forgotten":0}"#;
+        assert!(serde_json::from_str::<crate::sessions::SessionTable>(bad).is_err());
+        let twice = r#"{"sessions":{},"tombstones":[2,2],"forgotten":0}"#;
+        assert!(serde_json::from_str::<crate::sessions::SessionTable>(twice).is_err());
+    }
+
+    proptest::proptest! {
+        /// Any sequence of requests over a few clients, executed in slots of
+        /// up to three with small bounds: the table never exceeds its bound,
+        /// its index stays consistent, a request of an evicted client never
+        /// executes, no `(client, seq)` executes twice unless its client's
+        /// tombstone was forgotten (the residual case), and the table
+        /// round-trips through serialization unchanged.
+        #[test]
+        fn bounded_tables_stay_bounded_consistent_and_at_most_once(
+            reqs in proptest::collection::vec((0u64..12, 1u64..5, 0usize..3), 1..200),
+            limit in 1usize..5,
+            tombstones in 0usize..6,
+        ) {
+            let bounds = Bounds { sessions: limit, tombstones };
+            let mut s = Snapshot::default();
+            let mut executed = std::collections::BTreeSet::new();
+            for (client, seq, gap) in reqs {
+                let buried_before = s.sessions.tombstones().any(|c| *c == client);
+                let forgotten_before = s.sessions.forgotten();
+                let out = s.execute(&put(client, seq, "k", "v"), bounds);
+                if buried_before {
+                    proptest::prop_assert_eq!(&out, &Outcome::Expired);
+                }
+                if matches!(out, Outcome::Applied(_)) && !executed.insert((client, seq)) {
+                    proptest::prop_assert!(forgotten_before > 0, "({}, {}) ran twice with no tombstone forgotten", client, seq);
+                }
+                proptest::prop_assert!(s.sessions.len() <= limit);
+                s.last_executed += gap as u64;
+            }
+            proptest::prop_assert!(s.sessions.is_consistent());
+            let bytes = serde_json::to_vec(&s.sessions).expect("serialize");
+            let back: SessionTable = serde_json::from_slice(&bytes).expect("deserialize");
+            proptest::prop_assert_eq!(back, s.sessions);
+        }
     }
 
     #[test]

@@ -148,6 +148,11 @@ pub enum Reply {
     Busy,
     /// `seq` is older than the client's last executed request.
     Stale,
+    /// The client's session expired (`sessions.rs`): the request was not
+    /// executed now, but an earlier attempt of it may have been, so its
+    /// outcome is unknown. The client must continue under a new client id;
+    /// retrying the same `(client, seq)` gets this reply again.
+    SessionExpired,
 }
 
 impl Reply {

@@ -21,6 +21,12 @@ pub enum ClientError {
     Rejected(Reply),
     /// The server could not parse the request.
     Protocol(String),
+    /// The cluster evicted this client's session (`stutter_core::sessions`):
+    /// the request's outcome is unknown (an earlier attempt may have
+    /// executed), and every later request under this client id gets the
+    /// same answer. Continue under a new id ([`Client::renew`]); the
+    /// request is not retried under the same `(client, seq)`.
+    SessionExpired,
 }
 
 impl std::fmt::Display for ClientError {
@@ -29,6 +35,7 @@ impl std::fmt::Display for ClientError {
             ClientError::Timeout => write!(f, "no answer before the deadline (outcome unknown)"),
             ClientError::Rejected(r) => write!(f, "rejected: {r:?}"),
             ClientError::Protocol(e) => write!(f, "protocol error: {e}"),
+            ClientError::SessionExpired => write!(f, "session expired (outcome unknown): continue under a new client id"),
         }
     }
 }
@@ -101,6 +108,13 @@ impl Client {
         self.id
     }
 
+    /// Continues under client id `id`, numbering its requests from 1 again
+    /// (after [`ClientError::SessionExpired`]; `id` must be one never used).
+    pub fn renew(&mut self, id: ClientId) {
+        self.id = id;
+        self.seq = 0;
+    }
+
     fn move_to(&mut self, addr: Option<&str>) {
         self.conn = None;
         match addr.and_then(|a| self.addrs.iter().position(|x| x == a)) {
@@ -136,6 +150,7 @@ impl Client {
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
                 Ok(ClientResponse::Reply { reply: Reply::Stale, .. }) => return Err(ClientError::Rejected(Reply::Stale)),
+                Ok(ClientResponse::Reply { reply: Reply::SessionExpired, .. }) => return Err(ClientError::SessionExpired),
                 Ok(ClientResponse::Reply { reply: Reply::Redirect { .. }, .. }) => {
                     self.move_to(None);
                     tokio::time::sleep(pause).await;

@@ -69,6 +69,14 @@ pub struct Protocol {
     /// on by default): a replica cut off from the leader alone cannot
     /// unseat it when it returns.
     pub pre_vote: Option<bool>,
+    /// At most this many client sessions (`stutter_core::Config::session_limit`,
+    /// 100,000 by default). Must be the same in every replica's file:
+    /// expiry is decided by executing the log.
+    pub session_limit: Option<usize>,
+    /// Client ids of evicted sessions kept
+    /// (`stutter_core::Config::session_tombstones`; 0 or absent: 4 × the
+    /// limit). Must be the same in every replica's file.
+    pub session_tombstones: Option<usize>,
 }
 
 #[derive(Clone, Debug, Deserialize, Default)]
@@ -333,6 +341,8 @@ impl ClusterConfig {
             gc_coordination: self.gc.coordinated.unwrap_or(false),
             gc_handoff_grace: ms(self.gc.handoff_grace_ms, d.gc_handoff_grace),
             pre_vote: p.pre_vote.unwrap_or(d.pre_vote),
+            session_limit: p.session_limit.unwrap_or(d.session_limit).max(1),
+            session_tombstones: p.session_tombstones.unwrap_or(d.session_tombstones),
             ..d
         }
     }
@@ -379,10 +389,12 @@ mod tests {
         assert_eq!(c.window, 4);
         assert_eq!(c.election_timeout, stutter_core::Config::default().election_timeout);
         assert!(c.pre_vote, "pre-vote is on unless the file turns it off");
+        assert_eq!(c.session_limit, 100_000);
         let off: ClusterConfig =
-            toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\npre_vote = false\n")
+            toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\npre_vote = false\nsession_limit = 50\n")
                 .unwrap();
         assert!(!off.core_config().pre_vote);
+        assert_eq!(off.core_config().session_limit, 50);
     }
 
     fn with_security(extra: &str) -> ClusterConfig {

@@ -60,6 +60,7 @@ pub fn render_into(resp: &ClientResponse, out: &mut Vec<u8>) {
             }
             Reply::Redirect { .. } | Reply::Busy => b"retry"[..].into(),
             Reply::Stale => b"error stale request"[..].into(),
+            Reply::SessionExpired => b"error session expired"[..].into(),
         },
         ClientResponse::Redirect { addr: Some(a), .. } => format!("leader is {a}").into_bytes().into(),
         ClientResponse::Redirect { addr: None, .. } => b"retry"[..].into(),
@@ -150,6 +151,7 @@ mod tests {
         assert_eq!(r(Reply::Cas { ok: false, current: None }), b"fail -");
         assert_eq!(r(Reply::Cas { ok: false, current: Some("x".into()) }), b"fail x");
         assert_eq!(r(Reply::Busy), b"retry");
+        assert_eq!(r(Reply::SessionExpired), b"error session expired");
         let redirect = ClientResponse::Redirect { client: 1, seq: 1, leader: Some(2), addr: Some("h:1".into()) };
         assert_eq!(render(&redirect), b"leader is h:1");
         assert_eq!(render(&ClientResponse::Redirect { client: 1, seq: 1, leader: None, addr: None }), b"retry");

@@ -40,6 +40,13 @@ pub struct StatusInfo {
     /// The collector model's statistics, when the config has a `[gc]`
     /// model. Last, so that the fields before keep their places.
     pub gc: Option<GcStatus>,
+    /// Sessions in the replicated session table (at most the configured
+    /// `session_limit`).
+    pub sessions: u64,
+    /// Updates (put, del, cas) this replica executed since it started (not
+    /// counting duplicates, stale or expired ones, nor those in installed
+    /// snapshots).
+    pub applied_updates: u64,
 }
 
 /// What the node's collector model (`[gc]`) has done since the start.

@@ -67,12 +67,13 @@ pub fn check(
     requests: &[Request],
     slots: &SlotMap<(ReplicaId, Ids)>,
     sessions: &mut Sessions,
+    session_bounds: stutter_core::sessions::Bounds,
     v: &mut Violations,
 ) -> Replayed {
     let index = Index::new(history);
     // Replay the executed log on a model: where each request took
     // effect, and what it returned (by history index).
-    let mut model = Model::default();
+    let mut model = Model::bounded(session_bounds.sessions, session_bounds.tombstones);
     sessions.start_replay();
     sessions.compare_at(Slot::ZERO, &model, v);
     let mut position: Vec<Option<(usize, stutter_core::Reply)>> = vec![None; history.len()];
@@ -94,7 +95,11 @@ pub fn check(
             };
             let key = req.op.key();
             let before = model.kv.get(key).cloned();
+            model.slot = slot;
             if let Effect::Applied(reply) = model.apply(req) {
+                if position[i].is_some() {
+                    v.add("at-most-once", format!("slot {slot} executed client {} seq {} a second time", req.client, req.seq));
+                }
                 let after = model.kv.get(key);
                 if after != before.as_ref() {
                     versions.entry(op.key).or_default().push((pos, parse(after)));
@@ -145,7 +150,10 @@ pub fn check(
             (Outcome::Fail(_), Some(_)) => {
                 v.add("linearizability", format!("client {} seq {} failed but was executed", op.client, op.seq));
             }
-            (Outcome::Pending, Some((p, _))) => order.push((*p, op.invoke, None)),
+            // Pending, or answered "session expired": the outcome is
+            // unknown, so an execution, if any, may be anywhere after the
+            // invocation.
+            (Outcome::Pending | Outcome::Unknown(_), Some((p, _))) => order.push((*p, op.invoke, None)),
             _ => {}
         }
     }

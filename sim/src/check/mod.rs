@@ -27,6 +27,7 @@ pub mod slots;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use stutter_core::sessions::Bounds;
 use stutter_core::{Ballot, Replica, ReplicaId, Request, Slot, Snapshot};
 
 use crate::history::HistOp;
@@ -66,15 +67,20 @@ pub struct Checker {
     agreement: agreement::Agreement,
     ballots: ballots::Ballots,
     sessions: sessions::Sessions,
+    session_bounds: Bounds,
     violations: Violations,
 }
 
 impl Checker {
-    pub fn new(n: usize) -> Checker {
+    /// A checker of `n` replicas whose session tables hold at most
+    /// the sessions and tombstones of `session_bounds` (`Config::session_limit`,
+    /// `session_tombstones`).
+    pub fn new(n: usize, session_bounds: Bounds) -> Checker {
         Checker {
             agreement: agreement::Agreement::default(),
             ballots: ballots::Ballots::new(n),
             sessions: sessions::Sessions::default(),
+            session_bounds,
             violations: Violations::default(),
         }
     }
@@ -110,7 +116,7 @@ impl Checker {
         states: &[FinalState],
     ) -> Vec<Violation> {
         let slots = self.agreement.into_slots();
-        let log = linearizability::check(history, requests, &slots, &mut self.sessions, &mut self.violations);
+        let log = linearizability::check(history, requests, &slots, &mut self.sessions, self.session_bounds, &mut self.violations);
         liveness::check(history, finals, states, &log, slots.len(), &mut self.violations);
         self.violations.into_vec()
     }

@@ -9,11 +9,19 @@
 //! request with that number again gets that reply and changes nothing; a
 //! lower one changes nothing and is answered `Stale`; a higher one is
 //! applied.
+//!
+//! Expiry (docs/protocol.md, "Session expiry"): the table holds at most
+//! `limit` clients. Applying a request of a client not in it while it is
+//! full first drops the client whose last applied request has the lowest
+//! slot (the lowest id among equals); dropped clients are remembered, the
+//! last `remember` of them (`4 × limit` if 0). A request of a remembered client is expired
+//! (not applied); so is a request above seq 1 of a client not in the table
+//! once some dropped client has been forgotten.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
-use stutter_core::{ClientId, Op, Reply, Request, Seq};
+use stutter_core::{ClientId, Op, Reply, Request, Seq, Slot};
 
 /// What one request of the executed log did in the model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,27 +32,84 @@ pub enum Effect {
     Repeated(Reply),
     /// Older than the client's last applied request.
     Superseded,
+    /// The client's session was dropped: not applied.
+    Expired,
 }
 
 /// The reference state: the key-value map and, per client, the last
 /// applied sequence number with its reply.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Model {
     pub kv: BTreeMap<Bytes, Bytes>,
     pub last_applied: BTreeMap<ClientId, (Seq, Reply)>,
+    /// The slot of each client's last applied request.
+    pub applied_in: BTreeMap<ClientId, Slot>,
+    /// The slot being applied (set by the caller).
+    pub slot: Slot,
+    pub limit: usize,
+    /// How many dropped clients are remembered.
+    pub remember: usize,
+    /// Dropped clients still remembered, the earliest dropped first.
+    pub dropped: VecDeque<ClientId>,
+    /// Whether some dropped client has been forgotten.
+    pub forgot: bool,
+}
+
+impl Default for Model {
+    fn default() -> Model {
+        Model::bounded(usize::MAX, usize::MAX)
+    }
 }
 
 impl Model {
-    /// Applies one request of the executed log.
+    /// A model whose table holds at most `limit` clients and remembers
+    /// `remember` dropped ones (0: four per client of the limit).
+    pub fn bounded(limit: usize, remember: usize) -> Model {
+        let limit = limit.max(1);
+        Model {
+            kv: BTreeMap::new(),
+            last_applied: BTreeMap::new(),
+            applied_in: BTreeMap::new(),
+            slot: Slot::ZERO,
+            limit,
+            remember: if remember == 0 { limit.saturating_mul(4) } else { remember },
+            dropped: VecDeque::new(),
+            forgot: false,
+        }
+    }
+
+    /// Applies one request of the executed log, in slot `self.slot`.
     pub fn apply(&mut self, req: &Request) -> Effect {
         match self.last_applied.get(&req.client) {
             Some((last, reply)) if *last == req.seq => return Effect::Repeated(reply.clone()),
             Some((last, _)) if *last > req.seq => return Effect::Superseded,
-            _ => {}
+            Some(_) => {}
+            None => {
+                if self.dropped.contains(&req.client) || (self.forgot && req.seq > 1) {
+                    return Effect::Expired;
+                }
+                if self.last_applied.len() >= self.limit {
+                    self.drop_least_recent();
+                }
+            }
         }
         let reply = self.run(&req.op);
         self.last_applied.insert(req.client, (req.seq, reply.clone()));
+        self.applied_in.insert(req.client, self.slot);
         Effect::Applied(reply)
+    }
+
+    fn drop_least_recent(&mut self) {
+        // A scan: the model favours plainness over speed (the table is
+        // full only in runs with a small limit).
+        let Some(victim) = self.applied_in.iter().min_by_key(|(c, s)| (**s, **c)).map(|(c, _)| *c) else { return };
+        self.applied_in.remove(&victim);
+        self.last_applied.remove(&victim);
+        self.dropped.push_back(victim);
+        if self.dropped.len() > self.remember {
+            self.dropped.pop_front();
+            self.forgot = true;
+        }
     }
 
     fn run(&mut self, op: &Op) -> Reply {
@@ -99,5 +164,28 @@ mod tests {
         let del = Op::Del { key: "k".into() };
         assert_eq!(m.apply(&req(3, 2, del)), Effect::Applied(Reply::Done));
         assert!(m.kv.is_empty());
+    }
+
+    #[test]
+    fn a_full_table_drops_the_least_recent_client_whose_requests_then_expire() {
+        let mut m = Model::bounded(2, 0);
+        for (slot, client) in [(1, 1), (2, 2), (3, 1)] {
+            m.slot = Slot(slot);
+            assert!(matches!(m.apply(&req(client, slot, put("k", "v"))), Effect::Applied(_)));
+        }
+        m.slot = Slot(4);
+        assert_eq!(m.apply(&req(3, 1, put("k", "w"))), Effect::Applied(Reply::Done));
+        assert_eq!(m.last_applied.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(m.apply(&req(2, 2, put("k", "x"))), Effect::Expired);
+        assert_eq!(m.kv.get(&Bytes::from("k")), Some(&Bytes::from("w")));
+        // Eight more drops (4 × limit) forget client 2; then an unknown
+        // client above seq 1 is expired, at seq 1 it is applied.
+        for c in 10..19 {
+            m.slot = Slot(c);
+            m.apply(&req(c, 1, put("k", "v")));
+        }
+        assert!(m.forgot && !m.dropped.contains(&2));
+        assert_eq!(m.apply(&req(2, 5, put("k", "x"))), Effect::Expired);
+        assert!(matches!(m.apply(&req(2, 1, put("k", "x"))), Effect::Applied(_)));
     }
 }

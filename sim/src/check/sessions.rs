@@ -6,9 +6,7 @@
 //! and at the end of the run, then compared while the log is replayed.
 //! (A wrong table passes every other check until a retry meets it.)
 
-use std::collections::BTreeMap;
-
-use stutter_core::{ClientId, ReplicaId, Session, Slot, Snapshot};
+use stutter_core::{ReplicaId, SessionTable, Slot, Snapshot};
 
 use super::model::Model;
 use super::Violations;
@@ -18,7 +16,7 @@ struct Sample {
     replica: ReplicaId,
     at: Slot,
     when: &'static str,
-    sessions: BTreeMap<ClientId, Session>,
+    sessions: SessionTable,
 }
 
 #[derive(Default)]
@@ -56,15 +54,24 @@ impl Sessions {
 }
 
 /// The first client whose entry differs between a replica's table and the
-/// model's, described.
-fn difference(table: &BTreeMap<ClientId, Session>, model: &Model) -> Option<String> {
-    let clients = table.keys().chain(model.last_applied.keys());
+/// model's, or a difference in the expired clients, described.
+fn difference(table: &SessionTable, model: &Model) -> Option<String> {
+    let clients = table.iter().map(|(c, _)| c).chain(model.last_applied.keys());
     for c in clients {
-        let mine = table.get(c).map(|s| (s.seq, &s.reply));
-        let log = model.last_applied.get(c).map(|(seq, reply)| (*seq, reply));
+        let mine = table.get(c).map(|s| (s.seq, &s.reply, s.slot));
+        let log = model.last_applied.get(c).map(|(seq, reply)| (*seq, reply, model.applied_in.get(c).copied().unwrap_or_default()));
         if mine != log {
             return Some(format!("client {c}'s session is {mine:?}, the executed log gives {log:?}"));
         }
+    }
+    if !table.tombstones().eq(model.dropped.iter()) || (table.forgotten() > 0) != model.forgot {
+        let mine: Vec<_> = table.tombstones().collect();
+        return Some(format!(
+            "expired clients {mine:?} (some forgotten: {}), the executed log gives {:?} (some forgotten: {})",
+            table.forgotten() > 0,
+            model.dropped,
+            model.forgot
+        ));
     }
     None
 }
@@ -72,14 +79,14 @@ fn difference(table: &BTreeMap<ClientId, Session>, model: &Model) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stutter_core::{Op, Reply, Request};
+    use stutter_core::{Op, Reply, Request, Session};
 
     #[test]
     fn a_table_that_differs_from_the_log_at_its_slot_is_a_violation() {
         let mut model = Model::default();
         let mut sessions = Sessions::default();
         let mut sm = Snapshot { last_executed: Slot(1), ..Default::default() };
-        sm.sessions.insert(7, Session { seq: 1, reply: Reply::Done });
+        sm.sessions.insert(7, Session { seq: 1, reply: Reply::Done, slot: Slot(1) });
         sessions.sample(0, "after installing a snapshot", &sm);
         // Stale: the table of slot 1 claimed at slot 2.
         sm.last_executed = Slot(2);
@@ -87,8 +94,10 @@ mod tests {
         sessions.start_replay();
         let mut v = Violations::default();
         sessions.compare_at(Slot(0), &model, &mut v);
+        model.slot = Slot(1);
         model.apply(&Request { client: 7, seq: 1, op: Op::Put { key: "k".into(), value: "v".into() } });
         sessions.compare_at(Slot(1), &model, &mut v);
+        model.slot = Slot(2);
         model.apply(&Request { client: 7, seq: 2, op: Op::Del { key: "k".into() } });
         sessions.compare_at(Slot(2), &model, &mut v);
         let found = v.into_vec();

@@ -38,7 +38,7 @@ pub(crate) enum Ev {
     ClientTick { c: usize },
     /// History operation `op`'s request reaches replica `r`.
     ClientArrive { r: ReplicaId, op: usize },
-    ClientReply { c: usize, seq: Seq, reply: Reply },
+    ClientReply { c: usize, client: stutter_core::ClientId, seq: Seq, reply: Reply },
     ClientTimeout { c: usize, at: Time },
     /// A collector's concurrent work may have changed its state.
     GcWake { r: ReplicaId, inc: u64, at: Time },
@@ -126,7 +126,7 @@ impl World {
         let end = s.duration.max(heal) + s.liveness_bound;
         let n = s.n;
         let mut w = World {
-            checker: Checker::new(n),
+            checker: Checker::new(n, stutter_core::sessions::Bounds { sessions: s.session_limit, tombstones: s.session_tombstones }),
             net: Network::new(&s),
             clients: Clients::new(&s),
             s,
@@ -254,9 +254,9 @@ impl World {
                     self.enqueue(r, Input::Request(req));
                 }
             }
-            Ev::ClientReply { c, seq, reply } => {
+            Ev::ClientReply { c, client, seq, reply } => {
                 let mut evs = std::mem::take(&mut self.client_events);
-                self.clients.reply(c, seq, reply, self.now, &mut self.rng, &mut evs);
+                self.clients.reply(c, (client, seq), reply, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
             Ev::ClientTimeout { c, at } => {
@@ -469,7 +469,7 @@ impl World {
                 Output::Reply { client, seq, reply } => {
                     if let Some(c) = self.clients.index(client) {
                         let d = self.net.delay(&mut self.rng);
-                        self.at(self.now + d, Ev::ClientReply { c, seq, reply });
+                        self.at(self.now + d, Ev::ClientReply { c, client, seq, reply });
                     }
                 }
                 Output::Collect { .. } => self.collect_granted(r),
@@ -630,6 +630,8 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_handoff_grace: s.gc_handoff_grace,
         gc_grant_after_grace: s.gc_grant_after_grace,
         pre_vote: s.pre_vote,
+        session_limit: s.session_limit,
+        session_tombstones: s.session_tombstones,
         injected_bug: s.bug,
     }
 }

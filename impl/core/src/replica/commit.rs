@@ -6,6 +6,7 @@
 use crate::io::{Output, Timer};
 use crate::message::Message;
 use crate::quorum::VoteSet;
+use crate::sessions::Bounds;
 use crate::state_machine::{digest_step, ExecBugs, Outcome};
 use crate::trace::{value_ids, Action};
 use crate::types::{Ballot, InstanceState, Op, ReplicaId, Request, Slot};
@@ -24,6 +25,10 @@ fn request_bytes(req: &Request) -> u64 {
 }
 
 impl Replica {
+    fn session_bounds(&self) -> Bounds {
+        Bounds { sessions: self.cfg.session_limit, tombstones: self.cfg.session_tombstones }
+    }
+
     pub(super) fn after_commit(&mut self, out: &mut Vec<Output>) {
         self.advance_transfer(out);
         self.execute_committed(out);
@@ -50,9 +55,12 @@ impl Replica {
             let mut applied = 0u32;
             for req in value.requests() {
                 self.executed_bytes += request_bytes(req);
-                let outcome = self.sm.execute_checked(req, bugs);
+                let outcome = self.sm.execute_checked(req, self.session_bounds(), bugs);
                 if matches!(outcome, Outcome::Applied(_)) {
                     applied += 1;
+                    if !matches!(req.op, Op::Get { .. }) {
+                        self.applied_updates += 1;
+                    }
                 }
                 let key = (req.client, req.seq);
                 if let Some(l) = self.role.as_leader_mut() {

@@ -96,6 +96,10 @@ pub struct Replica {
     global_last_executed: Slot,
     /// Bytes of the requests executed since the last trim.
     executed_bytes: u64,
+    /// Updates (put, del, cas) this replica executed (applied, not
+    /// duplicates, stale or expired) since it started, snapshots installed
+    /// not included: for status reports only.
+    applied_updates: u64,
 
     barrier: Barrier,
     /// The last read probe id used. Kept across leaderships, so that a late
@@ -152,6 +156,7 @@ impl Replica {
             election_deadline: 0,
             global_last_executed: Slot::ZERO,
             executed_bytes: 0,
+            applied_updates: 0,
             barrier: Barrier::default(),
             last_probe: 0,
             waiting: BTreeSet::new(),
@@ -197,6 +202,10 @@ impl Replica {
     /// Running digest of every executed slot (see `state_machine::digest_step`).
     pub fn executed_digest(&self) -> u64 {
         self.sm.digest
+    }
+    /// Updates this replica executed itself since it started (see the field).
+    pub fn applied_updates(&self) -> u64 {
+        self.applied_updates
     }
     /// The executed key-value state and session table.
     pub fn state_machine(&self) -> &Snapshot {

@@ -60,8 +60,22 @@ impl Replica {
             out.push(Output::Reply { client, seq, reply: Reply::Busy });
             return;
         }
+        // A read of a client without a session goes through the log once
+        // tombstones have been forgotten, so that the client's first
+        // request takes a session: a later request of an unknown client
+        // above seq 1 is then expired (`sessions.rs`).
+        let read_in_log = self.sm.sessions.first_request_takes_session(client);
         if let Op::Get { key } = req.op {
-            return self.queue_read(client, seq, key, out);
+            if !read_in_log {
+                return self.queue_read(client, seq, key, out);
+            }
+            let req = Request { client, seq, op: Op::Get { key } };
+            if let Some(l) = self.role.as_leader_mut() {
+                l.queued.insert((client, seq));
+                l.pending.push_back(req);
+            }
+            self.waiting.insert((client, seq));
+            return self.try_propose(out);
         }
         if let Some(l) = self.role.as_leader_mut() {
             l.queued.insert((client, seq));

@@ -38,6 +38,8 @@ pub fn test_config(n: usize) -> Config {
         // The transcripts written before pre-vote keep their elections;
         // prevote.txt and the property tests turn it on.
         pre_vote: false,
+        session_limit: usize::MAX,
+        session_tombstones: 0,
         injected_bug: None,
     }
 }

@@ -566,7 +566,7 @@ impl Interp {
         for (k, v) in &sm.kv {
             let _ = writeln!(out, "{}={}", String::from_utf8_lossy(k), String::from_utf8_lossy(v));
         }
-        for (client, s) in &sm.sessions {
+        for (client, s) in sm.sessions.iter() {
             let _ = writeln!(out, "session {client}: seq={} {}", s.seq, syntax::reply(&s.reply));
         }
         Ok(out)

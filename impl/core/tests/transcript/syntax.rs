@@ -120,6 +120,7 @@ pub fn reply(r: &Reply) -> String {
         Reply::Redirect { leader: None } => "redirect leader=none".to_owned(),
         Reply::Busy => "busy".to_owned(),
         Reply::Stale => "stale".to_owned(),
+        Reply::SessionExpired => "session-expired".to_owned(),
     }
 }
 

@@ -15,5 +15,7 @@ pub fn status(r: &Replica, gc: Option<GcStatus>) -> StatusInfo {
         last_index: r.last_index(),
         digest: r.executed_digest(),
         gc,
+        sessions: r.state_machine().sessions.len() as u64,
+        applied_updates: r.applied_updates(),
     }
 }

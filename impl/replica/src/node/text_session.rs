@@ -16,7 +16,9 @@ use crate::wire::ClientResponse;
 /// requests outstanding (the core assumes that of every client; reads, which
 /// bypass the log, would otherwise overtake the writes sent before them).
 /// Its reply queue therefore has one place. A line over `max_line` bytes
-/// gets an error line and closes the connection.
+/// gets an error line and closes the connection. So does an expired
+/// session (`error session expired`): the connection is the client, and a
+/// new connection is a new client with a session of its own.
 pub async fn serve(
     mut r: BufReader<OwnedReadHalf>,
     mut w: OwnedWriteHalf,
@@ -60,6 +62,9 @@ pub async fn serve(
             Err(e) => ClientResponse::Error(e),
         };
         write_reply(&mut w, &mut out, &resp).await?;
+        if matches!(resp, ClientResponse::Reply { reply: stutter_core::Reply::SessionExpired, .. }) {
+            return Ok(());
+        }
         if line.capacity() > 1 << 20 {
             line = Vec::new();
         }

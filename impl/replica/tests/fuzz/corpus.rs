@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use stutter_core::{Ballot, Slot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session, Snapshot, Value};
+use stutter_core::{Ballot, Slot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session, SessionTable, Snapshot, Value};
 use stutter_replica::peer_auth::{ClusterKey, FrameOpener, FrameSealer, Hello, NONCE_LEN};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse, GcStatus, StatusInfo};
 
@@ -30,9 +30,9 @@ pub fn snapshot() -> Snapshot {
     let mut kv = BTreeMap::new();
     kv.insert("a".into(), "1".into());
     kv.insert("bb".into(), "22".into());
-    let mut sessions = BTreeMap::new();
-    sessions.insert(7, Session { seq: 3, reply: Reply::Done });
-    sessions.insert(9, Session { seq: 1, reply: Reply::Value(Some("x".into())) });
+    let mut sessions = SessionTable::default();
+    sessions.insert(7, Session { seq: 3, reply: Reply::Done, slot: Slot(39) });
+    sessions.insert(9, Session { seq: 1, reply: Reply::Value(Some("x".into())), slot: Slot(12) });
     Snapshot { last_executed: Slot(40), kv, sessions, digest: 0xdead_beef }
 }
 
@@ -79,6 +79,8 @@ pub fn responses() -> Vec<ClientResponse> {
         last_index: Slot(10),
         digest: 77,
         gc: None,
+        sessions: 2,
+        applied_updates: 30,
     };
     let collecting = StatusInfo {
         gc: Some(GcStatus {
@@ -104,6 +106,7 @@ pub fn responses() -> Vec<ClientResponse> {
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Value(Some("v".into())) },
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Cas { ok: false, current: Some("c".into()) } },
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Redirect { leader: Some(2) } },
+        ClientResponse::Reply { client: 1, seq: 2, reply: Reply::SessionExpired },
         ClientResponse::Redirect { client: 1, seq: 2, leader: Some(0), addr: Some("127.0.0.1:7201".into()) },
         ClientResponse::Status(status),
         ClientResponse::Status(collecting),
