@@ -114,7 +114,9 @@ impl Default for Config {
             gc_handoff_grace: 250_000,
             gc_grant_after_grace: false,
             pre_vote: true,
-            session_limit: 100_000,
+            // Unbounded until the one case expiry leaves open is closed
+            // (docs/protocol.md, "Session expiry"): a bound is opt-in.
+            session_limit: usize::MAX,
             session_tombstones: 0,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]

@@ -389,7 +389,7 @@ mod tests {
         assert_eq!(c.window, 4);
         assert_eq!(c.election_timeout, stutter_core::Config::default().election_timeout);
         assert!(c.pre_vote, "pre-vote is on unless the file turns it off");
-        assert_eq!(c.session_limit, 100_000);
+        assert_eq!(c.session_limit, usize::MAX, "session expiry is opt-in");
         let off: ClusterConfig =
             toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\npre_vote = false\nsession_limit = 50\n")
                 .unwrap();
