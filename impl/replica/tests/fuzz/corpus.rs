@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use stutter_core::sessions::Bounds;
 use stutter_core::{Ballot, Slot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session, SessionTable, Snapshot, Value};
 use stutter_replica::peer_auth::{ClusterKey, FrameOpener, FrameSealer, Hello, NONCE_LEN};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse, GcStatus, StatusInfo};
@@ -30,9 +31,15 @@ pub fn snapshot() -> Snapshot {
     let mut kv = BTreeMap::new();
     kv.insert("a".into(), "1".into());
     kv.insert("bb".into(), "22".into());
+    // A bounded table that has evicted and forgotten: its tombstones and
+    // count are decoded (and validated) too.
+    let bounds = Bounds { sessions: 2, tombstones: 2 };
     let mut sessions = SessionTable::default();
-    sessions.insert(7, Session { seq: 3, reply: Reply::Done, slot: Slot(39) });
-    sessions.insert(9, Session { seq: 1, reply: Reply::Value(Some("x".into())), slot: Slot(12) });
+    for (client, slot) in [(3, 5), (4, 6), (5, 8), (6, 10)] {
+        sessions.record(client, Session { seq: 1, reply: Reply::Done, slot: Slot(slot) }, bounds);
+    }
+    sessions.record(7, Session { seq: 3, reply: Reply::Done, slot: Slot(39) }, bounds);
+    sessions.record(9, Session { seq: 1, reply: Reply::Value(Some("x".into())), slot: Slot(12) }, bounds);
     Snapshot { last_executed: Slot(40), kv, sessions, digest: 0xdead_beef }
 }
 
