@@ -53,6 +53,9 @@ pub struct RunResult {
     pub writes_acked: u64,
     /// Operations answered "session expired" (outcome unknown).
     pub session_expired: u64,
+    /// Calls that ended without an answer (timed out, connection lost),
+    /// warm-up included: each may or may not have executed.
+    pub unanswered: u64,
     /// Distinct client ids used (framed protocol).
     pub clients: u64,
     /// Latency distribution as (quantile, ms) points, for CDF plots.

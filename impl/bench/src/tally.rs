@@ -34,6 +34,9 @@ pub struct Tally {
     timeline: Option<Vec<(u32, u32)>>,
     writes_acked: u64,
     session_expired: u64,
+    /// Calls without an answer, warm-up included (`io_errors` counts the
+    /// measured part only).
+    unanswered: u64,
     /// Distinct client ids used, set by the loop.
     pub clients: u64,
 }
@@ -51,6 +54,7 @@ impl Tally {
             timeline: timeline.then(Vec::new),
             writes_acked: 0,
             session_expired: 0,
+            unanswered: 0,
             clients: 0,
         }
     }
@@ -103,6 +107,7 @@ impl Tally {
             },
             Err(CallError::Unexpected(e)) => self.wrong(e),
             Err(_) => {
+                self.unanswered += 1;
                 if measured {
                     self.io_errors += 1
                 }
@@ -137,6 +142,7 @@ impl Tally {
             cdf: CDF_QUANTILES.iter().map(|q| (*q, ms(*q))).collect(),
             writes_acked: total.writes_acked,
             session_expired: total.session_expired,
+            unanswered: total.unanswered,
             clients: total.clients,
             first_wrong: total.first_wrong.take(),
             timeline: total.timeline.take().unwrap_or_default(),
