@@ -73,7 +73,7 @@ fn kind_index(m: &Message) -> usize {
 }
 
 /// Bytes of keys and values an operation carries.
-fn op_bytes(op: &Op) -> u64 {
+pub(super) fn op_bytes(op: &Op) -> u64 {
     let k = op.key().len() as u64;
     match op {
         Op::Get { .. } | Op::Del { .. } => k,

@@ -251,26 +251,9 @@ impl GcDriver {
     }
 
     pub fn status(&self) -> GcStatus {
-        let s = self.collector.stats();
-        let elapsed = self.t0.elapsed().as_secs_f64().max(1e-9) * 1e6;
-        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        GcStatus {
-            model: self.model.to_string(),
-            cores: self.cores,
-            cycles: s.cycles,
-            pauses: s.pause_count(),
-            pause_ms: s.pause_us / 1e3,
-            max_pause_ms: s.max_pause() as f64 / 1e3,
-            cpu_share: s.gc_cpu_us() / (elapsed * self.cores),
-            assist_ms: s.assist_us / 1e3,
-            background_ms: s.background_us / 1e3,
-            idle_ms: s.idle_us / 1e3,
-            burnt_ms: (self.burn.burnt_ns.load(Ordering::Relaxed) + self.assist_ns) as f64 / 1e6,
-            stopped_ms: self.pause_us as f64 / 1e3,
-            heap_mib: mib(self.collector.heap()),
-            live_mib: mib(self.collector.live()),
-            allocated_mib: mib(s.allocated),
-        }
+        let burnt_ms = (self.burn.burnt_ns.load(Ordering::Relaxed) + self.assist_ns) as f64 / 1e6;
+        let stopped_ms = self.pause_us as f64 / 1e3;
+        super::status::gc_status(self.model, self.cores, &self.collector, self.t0.elapsed().as_secs_f64() * 1e6, burnt_ms, stopped_ms)
     }
 }
 

@@ -51,9 +51,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use madsim::runtime::Handle;
 use madsim::task::NodeId;
-use stutter_core::{Input, Message, Op, Output, Replica};
+use stutter_core::{Input, Message, Output, Replica};
 use stutter_gc::{Alloc, Collector, Event, GcModel, Time};
 
+use super::calibrate::op_bytes;
 use super::group_commit::WalMeter;
 use crate::wire::GcStatus;
 
@@ -169,15 +170,6 @@ fn state_bytes(rep: &Replica) -> u64 {
     let sm = rep.state_machine();
     let log = rep.last_index().0.saturating_sub(rep.trimmed().0);
     sm.kv.len() as u64 * ENTRY_BYTES + sm.sessions.len() as u64 * SESSION_BYTES + log * SLOT_BYTES
-}
-
-fn op_bytes(op: &Op) -> u64 {
-    let k = op.key().len() as u64;
-    match op {
-        Op::Get { .. } | Op::Del { .. } => k,
-        Op::Put { value, .. } => k + value.len() as u64,
-        Op::Cas { from, to, .. } => k + from.as_ref().map_or(0, |f| f.len() as u64) + to.len() as u64,
-    }
 }
 
 fn payload_bytes(bytes: u64) -> u64 {
@@ -426,27 +418,10 @@ impl GcDriver {
     }
 
     pub fn status(&self) -> GcStatus {
-        let s = self.collector.stats();
-        let elapsed = self.t0.elapsed().as_secs_f64().max(1e-9) * 1e6;
-        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        GcStatus {
-            model: self.model.to_string(),
-            cores: self.cores,
-            cycles: s.cycles,
-            pauses: s.pause_count(),
-            pause_ms: s.pause_us / 1e3,
-            max_pause_ms: s.max_pause() as f64 / 1e3,
-            cpu_share: s.gc_cpu_us() / (elapsed * self.cores),
-            assist_ms: s.assist_us / 1e3,
-            background_ms: s.background_us / 1e3,
-            idle_ms: s.idle_us / 1e3,
-            // Nothing is burnt under simulation: the node stands still.
-            burnt_ms: self.assist_us as f64 / 1e3,
-            stopped_ms: self.pause_us as f64 / 1e3,
-            heap_mib: mib(self.collector.heap()),
-            live_mib: mib(self.collector.live()),
-            allocated_mib: mib(s.allocated),
-        }
+        // Nothing is burnt under simulation: the node stands still.
+        let burnt_ms = self.assist_us as f64 / 1e3;
+        let stopped_ms = self.pause_us as f64 / 1e3;
+        super::status::gc_status(self.model, self.cores, &self.collector, self.t0.elapsed().as_secs_f64() * 1e6, burnt_ms, stopped_ms)
     }
 }
 
