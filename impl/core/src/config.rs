@@ -175,4 +175,9 @@ pub enum Bug {
     /// writes its new value all the same. Every replica executes it alike,
     /// so only a model written apart from `Snapshot::execute` tells.
     FailedCasWrites,
+    /// The session check ignores `Request::retry`: a client's resent first
+    /// request executes again once its session and tombstone are gone
+    /// (the hole the flag closes, `sessions.rs`). Only a bounded session
+    /// table with few tombstones shows it.
+    IgnoreRetryFlag,
 }
