@@ -47,7 +47,8 @@ impl Replica {
             out.push(Output::Reply { client, seq, reply: Reply::Redirect { leader } });
             return;
         };
-        if let Some(outcome) = self.sm.lookup(client, seq, retry) {
+        let flagged = retry && !injected!(self.cfg, IgnoreRetryFlag);
+        if let Some(outcome) = self.sm.lookup(client, seq, flagged) {
             out.push(Output::Reply { client, seq, reply: outcome.reply() });
             return;
         }
