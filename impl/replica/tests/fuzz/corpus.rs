@@ -11,7 +11,7 @@ use stutter_replica::wire::{self, ClientRequest, ClientResponse, GcStatus, Statu
 
 /// Every other request is flagged a retry, so both encodings are mutated.
 fn req(client: u64, seq: u64, op: Op) -> Request {
-    Request { client, seq, op, retry: seq % 2 == 0 }
+    Request { client, seq, op, retry: seq & 1 == 0 }
 }
 
 pub fn ops() -> Vec<Op> {
