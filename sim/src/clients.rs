@@ -6,7 +6,10 @@
 //! mixes of get, put and cas over keys drawn from a zipfian distribution,
 //! with unique written values; a request is retried with the same
 //! `(client, seq)` after a redirect (to the named leader), a busy answer or
-//! a timeout (to the next replica). A client whose session expired (the
+//! a timeout (to the next replica). Once an attempt timed out (its outcome
+//! is uncertain), every later attempt of that `(client, seq)` is flagged a
+//! retry (`Request::retry`); a redirect or a busy answer says nothing was
+//! proposed and leaves the flag as it is. A client whose session expired (the
 //! table is bounded, `Config::session_limit`) records the operation as of
 //! unknown outcome and continues under a new client id, numbering from 1.
 
@@ -32,9 +35,10 @@ pub enum ClientEvent {
     /// The next intended start of client `c`.
     Tick { c: usize, at: Time },
     /// The request of history operation `op` (`Clients::requests`)
-    /// reaches replica `r` at `at`. (The request itself is copied when it
-    /// arrives: an index keeps the world's events small.)
-    Arrive { r: ReplicaId, op: usize, at: Time },
+    /// reaches replica `r` at `at`, flagged a retry or not. (The request
+    /// itself is copied when it arrives: an index keeps the world's events
+    /// small.)
+    Arrive { r: ReplicaId, op: usize, retry: bool, at: Time },
     /// Client `c`'s timeout entry (one per client, moved to the latest).
     Timeout { c: usize, at: Time },
 }
@@ -46,6 +50,12 @@ struct Client {
     /// Index in the history of the operation in flight.
     current: Option<usize>,
     attempt: u32,
+    /// The latest attempt was sent and has had no answer saying nothing
+    /// was proposed: it may execute.
+    in_doubt: bool,
+    /// Some earlier attempt of the operation in flight was in doubt when
+    /// the next was sent: every later one is flagged a retry.
+    retry: bool,
     /// Intended start times of operations not yet started (open loop).
     due: VecDeque<Time>,
     /// Intended start of the operation in flight.
@@ -96,6 +106,8 @@ impl Clients {
                 seq: 0,
                 current: None,
                 attempt: 0,
+                in_doubt: false,
+                retry: false,
                 due: VecDeque::new(),
                 intended: 0,
                 timeout: None,
@@ -205,6 +217,8 @@ impl Clients {
         let cl = &mut self.clients[c];
         cl.seq += 1;
         cl.attempt = 0;
+        cl.in_doubt = false;
+        cl.retry = false;
         cl.intended = intended;
         let idx = self.history.len();
         cl.current = Some(idx);
@@ -235,7 +249,7 @@ impl Clients {
             F::Write => Op::Put { key: k, value: v(op.value) },
             F::Cas => Op::Cas { key: k, from: (op.from != 0).then(|| v(op.from)), to: v(op.value) },
         };
-        Request { client: op.client, seq: op.seq, op: op_ }
+        Request::new(op.client, op.seq, op_)
     }
 
     /// Whether `(client, seq)` is a write or a cas (it changes state).
@@ -250,9 +264,11 @@ impl Clients {
         let Some(idx) = self.clients[c].current else { return };
         let cl = &mut self.clients[c];
         cl.attempt += 1;
-        let (r, seq, attempt) = (cl.target, cl.seq, cl.attempt);
+        cl.retry |= cl.in_doubt;
+        cl.in_doubt = true;
+        let (r, seq, attempt, retry) = (cl.target, cl.seq, cl.attempt, cl.retry);
         let at = now + self.delay(rng);
-        out.push(ClientEvent::Arrive { r, op: idx, at });
+        out.push(ClientEvent::Arrive { r, op: idx, retry, at });
         self.set_timeout(c, now + self.client_timeout, seq, attempt, out);
     }
 
@@ -293,6 +309,11 @@ impl Clients {
         let Some(idx) = cl.current else { return };
         if cl.seq != seq || cl.id != client {
             return;
+        }
+        if reply.is_definite_rejection() {
+            // Nothing was proposed for the attempt it answers (the latest:
+            // had an earlier one been in doubt, the flag is set already).
+            self.clients[c].in_doubt = false;
         }
         match reply {
             Reply::Redirect { leader: Some(l) } if (l as usize) < self.n => {

@@ -362,7 +362,7 @@ mod tests {
             }),
             ..ServiceTable::default()
         };
-        let put = Input::Request(Request { client: 1, seq: 1, op: Op::Put { key: Bytes::from_static(b"k1"), value: Bytes::from_static(b"1") } });
+        let put = Input::Request(Request::new(1, 1, Op::Put { key: Bytes::from_static(b"k1"), value: Bytes::from_static(b"1") }));
         // 20 + 2 + 1024 × (2 + 100) / 1024, then a reply, at half speed.
         let p = t.begin(&put, 100, true);
         let out = [Output::Reply { client: 1, seq: 1, reply: Reply::Done }];

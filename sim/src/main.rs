@@ -47,6 +47,7 @@ enum BugArg {
     ExecuteDuplicate,
     StaleSessionsOnInstall,
     FailedCasWrites,
+    IgnoreRetryFlag,
 }
 
 impl From<BugArg> for Bug {
@@ -64,6 +65,7 @@ impl From<BugArg> for Bug {
             BugArg::ExecuteDuplicate => Bug::ExecuteDuplicate,
             BugArg::StaleSessionsOnInstall => Bug::StaleSessionsOnInstall,
             BugArg::FailedCasWrites => Bug::FailedCasWrites,
+            BugArg::IgnoreRetryFlag => Bug::IgnoreRetryFlag,
         }
     }
 }
@@ -111,6 +113,9 @@ enum Cmd {
         /// Tombstones of evicted sessions kept (Config::session_tombstones).
         #[arg(long)]
         session_tombstones: Option<usize>,
+        /// Clients (as `swarm --clients`, to replay a seed of a bounded swarm).
+        #[arg(long)]
+        clients: Option<usize>,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -488,9 +493,12 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json, pre_vote, session_limit, session_tombstones } => {
+        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json, pre_vote, session_limit, session_tombstones, clients } => {
             let mut s = scenario(&name, seed)?;
             s.pre_vote |= pre_vote;
+            if let Some(c) = clients {
+                s.workload.clients = c.max(1);
+            }
             if let Some(l) = session_limit {
                 s.session_limit = l.max(1);
             }

@@ -349,9 +349,10 @@ impl Scenario {
             // sessions are evicted, tombstones rotate out (2,048 of them,
             // after about a quarter of the run) and expired replies meet
             // retries and installed snapshots. With 16 tombstones (4 × the
-            // limit) a client's first request, re-proposed after a leader
-            // change, outlives its tombstone and executes twice in about
-            // one seed in five: the residual case (docs/protocol.md).
+            // limit) a client's resent first request outlived its
+            // tombstone and executed twice in about one seed in five until
+            // clients flagged their retries (docs/protocol.md, "Session
+            // expiry"); it is expired now.
             "sessions" => {
                 s.session_limit = 4;
                 s.session_tombstones = 2_048;

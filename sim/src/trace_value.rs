@@ -1,6 +1,4 @@
 //! How trace events name a slot's value: `None` for a no-op, else the
-//! `(client, seq)` of each request of the batch.
+//! `(client, seq)` of each request of the batch, with its retry flag.
 
-use stutter_core::{ClientId, Seq};
-
-pub type Ids = Option<Vec<(ClientId, Seq)>>;
+pub type Ids = stutter_core::trace::ValueIds;

@@ -213,7 +213,11 @@ correct_node_only! {
     /// `--corruption 0.01 --damage 0.2`, seeds 0..200: 0 failing, 85 with a
     /// minority refusing, 5 unavailable. Seeds 133 and 142 (three of five
     /// refused) once failed: the two left had no quorum to converge with, and
-    /// convergence is now required only while a majority runs.
+    /// convergence is now required only while a majority runs. Since each
+    /// request carries its retry flag (one byte more in every logged
+    /// request), the damage lands elsewhere: seed 133 has two of five
+    /// refusing, and 143 is the second seed with three (debug build, seeds
+    /// 0..200: 7 unavailable — 12 20 97 142 143 150 163 — 0 failing).
     #[test]
     fn five_replicas_pass_with_faults_and_with_damage() {
         let opts = Options { replicas: 5, ..Options::default() };
@@ -229,7 +233,7 @@ correct_node_only! {
         assert!(o.refused.is_empty(), "seed 1479: {:?} refused", o.refused);
         assert!(o.violations.is_empty(), "seed 1479: {:?}", o.violations);
         let opts = Options { replicas: 5, corruption: 0.01, damage: 0.2, ..Options::default() };
-        for seed in [133, 142] {
+        for seed in [142, 143] {
             let o = run(seed, &opts).unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
             assert!(o.unavailable(), "seed {seed}: three of five refused here: {:?}", o.refused);
             assert!(o.violations.is_empty(), "seed {seed}: {:?}\nfaults: {:?}", o.violations, o.faults);

@@ -12,13 +12,14 @@ use stutter_replica::wire::{self, ClientRequest, ClientResponse};
 use crate::text_target::{Answer, CallError};
 use crate::workload::Op;
 
-/// Appends the frame of request `(client, seq)` for `op`.
-pub fn encode_request(client: ClientId, seq: Seq, op: &Op, buf: &mut Vec<u8>) -> Result<(), CallError> {
+/// Appends the frame of request `(client, seq)` for `op`; `retry`: an
+/// earlier attempt of it may have executed (`stutter_core::Request::retry`).
+pub fn encode_request(client: ClientId, seq: Seq, op: &Op, retry: bool, buf: &mut Vec<u8>) -> Result<(), CallError> {
     let op = match op {
         Op::Read { key } => CoreOp::Get { key: key.clone().into() },
         Op::Update { key, value } => CoreOp::Put { key: key.clone().into(), value: value.clone().into() },
     };
-    let frame = wire::encode(&ClientRequest::Op { client, seq, op }).map_err(|e| CallError::Io(format!("encode: {e}")))?;
+    let frame = wire::encode(&ClientRequest::Op { client, seq, op, retry }).map_err(|e| CallError::Io(format!("encode: {e}")))?;
     buf.extend_from_slice(&frame);
     Ok(())
 }
@@ -30,8 +31,9 @@ pub enum Event {
     /// again (`NotLeader`: busy, nothing proposed; `Io`: outcome unknown).
     Reply { client: ClientId, seq: Seq, result: Result<Answer, CallError> },
     /// The replica is not the leader; `addr` is the leader's client address
-    /// if it knows one. Nothing was executed.
-    Redirect { addr: Option<String> },
+    /// if it knows one. Nothing was proposed for `of`, the request it
+    /// answers.
+    Redirect { addr: Option<String>, of: (ClientId, Seq) },
     /// A reply that no request of this protocol can get.
     Unexpected(String),
 }
@@ -46,7 +48,7 @@ pub fn parse_frame(body: &[u8]) -> Event {
                 // The leader's queue is full or it lost its leadership:
                 // nothing was proposed, the same request may be sent again.
                 Reply::Busy => Err(CallError::NotLeader),
-                Reply::Redirect { .. } => return Event::Redirect { addr: None },
+                Reply::Redirect { .. } => return Event::Redirect { addr: None, of: (client, seq) },
                 // The session expired (bounded session table): the outcome
                 // is unknown, and the client id must not be used again.
                 Reply::SessionExpired => Err(CallError::SessionExpired),
@@ -54,7 +56,7 @@ pub fn parse_frame(body: &[u8]) -> Event {
             };
             Event::Reply { client, seq, result }
         }
-        Ok(ClientResponse::Redirect { addr, .. }) => Event::Redirect { addr },
+        Ok(ClientResponse::Redirect { addr, client, seq, .. }) => Event::Redirect { addr, of: (client, seq) },
         // The replica gave up waiting for the outcome: send it again
         // (executed at most once).
         Ok(ClientResponse::Unknown { client, seq }) => {
@@ -93,15 +95,15 @@ mod tests {
     #[test]
     fn requests_decode_as_the_replica_reads_them() {
         let mut buf = Vec::new();
-        encode_request(7, 3, &Op::Update { key: b"k".to_vec(), value: b"v".to_vec() }, &mut buf).unwrap();
-        encode_request(8, 1, &Op::Read { key: b"k".to_vec() }, &mut buf).unwrap();
+        encode_request(7, 3, &Op::Update { key: b"k".to_vec(), value: b"v".to_vec() }, false, &mut buf).unwrap();
+        encode_request(8, 1, &Op::Read { key: b"k".to_vec() }, true, &mut buf).unwrap();
         let (body, next) = next_frame(&buf, 0).unwrap().unwrap();
         let req: ClientRequest = wire::decode(&buf[body]).unwrap();
-        assert_eq!(req, ClientRequest::Op { client: 7, seq: 3, op: CoreOp::Put { key: "k".into(), value: "v".into() } });
+        assert_eq!(req, ClientRequest::Op { client: 7, seq: 3, op: CoreOp::Put { key: "k".into(), value: "v".into() }, retry: false });
         let (body, end) = next_frame(&buf, next).unwrap().unwrap();
         assert_eq!(end, buf.len());
         let req: ClientRequest = wire::decode(&buf[body]).unwrap();
-        assert_eq!(req, ClientRequest::Op { client: 8, seq: 1, op: CoreOp::Get { key: "k".into() } });
+        assert_eq!(req, ClientRequest::Op { client: 8, seq: 1, op: CoreOp::Get { key: "k".into() }, retry: true });
     }
 
     #[test]
@@ -125,9 +127,9 @@ mod tests {
         let stale = parse(ClientResponse::Reply { client: 4, seq: 9, reply: Reply::Stale });
         assert!(matches!(stale, Event::Reply { result: Err(CallError::Unexpected(_)), .. }));
         let redirect = parse(ClientResponse::Redirect { client: 4, seq: 9, leader: Some(1), addr: Some("x:1".into()) });
-        assert!(matches!(redirect, Event::Redirect { addr: Some(a) } if a == "x:1"));
+        assert!(matches!(redirect, Event::Redirect { addr: Some(a), .. } if a == "x:1"));
         let in_core = parse(ClientResponse::Reply { client: 4, seq: 9, reply: Reply::Redirect { leader: None } });
-        assert!(matches!(in_core, Event::Redirect { addr: None }));
+        assert!(matches!(in_core, Event::Redirect { addr: None, .. }));
         let unknown = parse(ClientResponse::Unknown { client: 4, seq: 9 });
         assert!(matches!(unknown, Event::Reply { client: 4, seq: 9, result: Err(CallError::Io(_)) }));
         assert!(matches!(parse(ClientResponse::Error("malformed request".into())), Event::Unexpected(_)));

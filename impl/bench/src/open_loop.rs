@@ -167,7 +167,7 @@ mod tests {
         s.set_read_timeout(Some(Duration::from_millis(2))).unwrap();
         let mut held: Option<ClientRequest> = None;
         let answer = |s: &mut TcpStream, req: ClientRequest| -> bool {
-            let ClientRequest::Op { client, seq, op } = req else { return false };
+            let ClientRequest::Op { client, seq, op, .. } = req else { return false };
             let resp = if !redirected.swap(true, Ordering::SeqCst) {
                 ClientResponse::Redirect { client, seq, leader: None, addr: None }
             } else {

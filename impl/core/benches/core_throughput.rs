@@ -62,14 +62,11 @@ fn bench(c: &mut Criterion) {
                 || Trio::new(window),
                 |mut t| {
                     for i in 0..N {
-                        let req = Request {
-                            client: i % 64 + 1,
-                            seq: i / 64 + 1,
-                            op: Op::Put {
-                                key: format!("user{:019}", i % 1000).into(),
-                                value: bytes::Bytes::from(vec![b'x'; 500]),
-                            },
-                        };
+                        let req = Request::new(
+                            i % 64 + 1,
+                            i / 64 + 1,
+                            Op::Put { key: format!("user{:019}", i % 1000).into(), value: bytes::Bytes::from(vec![b'x'; 500]) },
+                        );
                         t.queue.push_back((0, Input::Request(req)));
                         if i % 64 == 63 {
                             t.drain();

@@ -13,22 +13,25 @@
 //! `Reply::SessionExpired`, whose outcome for the client is unknown (an
 //! earlier attempt may have executed). A client is taken to have expired
 //! when its id is a tombstone, or — once some tombstone has rotated out of
-//! the FIFO — when it has no session and the request's seq is above 1
-//! (clients number their requests from 1). Before any tombstone rotated
-//! out, a client without a session and without a tombstone never had one,
-//! whatever its seq (its first requests may have been reads served outside
-//! the log, or requests that became no-ops), so it is executed. From then
-//! on the leader sends a read of a client without a session through the
-//! log rather than ReadIndex, so that a client's first request takes a
-//! session; a client whose first request never executed (it gave up on it)
-//! is expired at its next one and continues under a new id.
+//! the FIFO — when it has no session and the request is either above seq 1
+//! (clients number their requests from 1) or flagged a retry
+//! (`Request::retry`: the client sent it before and does not know whether
+//! that attempt executed). Before any tombstone rotated out, a client
+//! without a session and without a tombstone never had one, whatever its
+//! seq (its first requests may have been reads served outside the log, or
+//! requests that became no-ops), so it is executed. From then on the
+//! leader sends a read of a client without a session through the log
+//! rather than ReadIndex, so that a client's first request takes a
+//! session; a client whose first request never executed (it gave up on
+//! it) is expired at its next one and continues under a new id.
 //!
-//! The one residual case that can run twice: a client's request of seq 1
-//! executed, its session evicted, its tombstone pushed out of the FIFO by
-//! `TOMBSTONES_PER_SESSION × limit` later evictions, and only then a retry
-//! of that same seq-1 request executed. That needs the retry to be delayed
-//! past `TOMBSTONES_PER_SESSION × limit` evictions, each of which is the
-//! first executed request of another new client.
+//! The retry flag closes what the seq rule leaves open: a client's seq-1
+//! request executed, its session evicted and its tombstone forgotten, and
+//! only then the client's own resend of it executed again. That resend is
+//! flagged, so it is expired. What it costs: a seq-1 request resent after
+//! an uncertain attempt is expired once tombstones have been forgotten
+//! even if no attempt of it ever ran (docs/protocol.md, "Session expiry",
+//! argues every interleaving).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -166,13 +169,13 @@ impl SessionTable {
         self.forgotten > 0 && !self.sessions.contains_key(&client)
     }
 
-    /// What the table says about request `seq` of `client` (see the
-    /// module's rules).
-    pub fn check(&self, client: ClientId, seq: Seq) -> Check<'_> {
+    /// What the table says about request `seq` of `client`, flagged a
+    /// retry or not (see the module's rules).
+    pub fn check(&self, client: ClientId, seq: Seq, retry: bool) -> Check<'_> {
         match self.sessions.get(&client) {
             Some(s) => Check::Live(Some(s)),
             None if self.tombstone_set.contains(&client) => Check::Expired,
-            None if self.forgotten > 0 && seq > 1 => Check::Expired,
+            None if self.forgotten > 0 && (seq > 1 || retry) => Check::Expired,
             None => Check::Live(None),
         }
     }

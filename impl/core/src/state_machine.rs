@@ -28,6 +28,8 @@ pub struct Snapshot {
 pub(crate) struct ExecBugs {
     /// A retry of the client's last executed request runs again.
     pub execute_duplicate: bool,
+    /// The session check ignores the retry flag (the hole it closes).
+    pub ignore_retry_flag: bool,
     /// A cas that does not match writes its new value anyway.
     pub failed_cas_writes: bool,
 }
@@ -108,7 +110,8 @@ impl Snapshot {
     /// [`Snapshot::execute`] with the injected bugs of execution switched
     /// by `bugs` (all off in [`Snapshot::execute`]).
     pub(crate) fn execute_checked(&mut self, req: &Request, bounds: Bounds, bugs: ExecBugs) -> Outcome {
-        match self.sessions.check(req.client, req.seq) {
+        let retry = req.retry && !bugs.ignore_retry_flag;
+        match self.sessions.check(req.client, req.seq, retry) {
             Check::Expired => return Outcome::Expired,
             Check::Live(Some(s)) => {
                 if req.seq == s.seq && !bugs.execute_duplicate {
@@ -154,9 +157,10 @@ impl Snapshot {
     }
 
     /// The recorded outcome of `(client, seq)` if it was executed already
-    /// (or is older than what was executed), without executing anything.
-    pub fn lookup(&self, client: ClientId, seq: Seq) -> Option<Outcome> {
-        let s = match self.sessions.check(client, seq) {
+    /// (or is older than what was executed, or would be expired, `retry`
+    /// being its flag), without executing anything.
+    pub fn lookup(&self, client: ClientId, seq: Seq, retry: bool) -> Option<Outcome> {
+        let s = match self.sessions.check(client, seq, retry) {
             Check::Expired => return Some(Outcome::Expired),
             Check::Live(s) => s?,
         };
@@ -175,27 +179,25 @@ mod tests {
     use super::*;
 
     fn put(client: u64, seq: u64, k: &str, v: &str) -> Request {
-        Request {
-            client,
-            seq,
-            op: Op::Put { key: Bytes::from(k.to_owned()), value: Bytes::from(v.to_owned()) },
-        }
+        Request::new(client, seq, Op::Put { key: Bytes::from(k.to_owned()), value: Bytes::from(v.to_owned()) })
+    }
+
+    /// `put`, flagged as a resend after an uncertain attempt.
+    fn retried(client: u64, seq: u64, k: &str, v: &str) -> Request {
+        Request { retry: true, ..put(client, seq, k, v) }
     }
 
     #[test]
     fn retried_request_is_executed_once_and_gets_its_original_reply() {
         let mut s = Snapshot::default();
         assert_eq!(s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED), Outcome::Applied(Reply::Done));
-        let cas = Request {
-            client: 2,
-            seq: 1,
-            op: Op::Cas { key: "k".into(), from: Some("a".into()), to: "b".into() },
-        };
+        let cas = Request::new(2, 1, Op::Cas { key: "k".into(), from: Some("a".into()), to: "b".into() });
         assert_eq!(
             s.execute(&cas, Bounds::UNBOUNDED),
             Outcome::Applied(Reply::Cas { ok: true, current: Some("a".into()) })
         );
         // The same CAS retried must not apply again and must report success.
+        let cas = Request { retry: true, ..cas };
         assert_eq!(
             s.execute(&cas, Bounds::UNBOUNDED),
             Outcome::Duplicate(Reply::Cas { ok: true, current: Some("a".into()) })
@@ -205,16 +207,16 @@ mod tests {
         assert_eq!(s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED), Outcome::Duplicate(Reply::Done));
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         assert_eq!(s.execute(&put(1, 0, "k", "z"), Bounds::UNBOUNDED), Outcome::Stale);
-        assert_eq!(s.lookup(1, 1), Some(Outcome::Duplicate(Reply::Done)));
-        assert_eq!(s.lookup(1, 2), None);
+        assert_eq!(s.lookup(1, 1, false), Some(Outcome::Duplicate(Reply::Done)));
+        assert_eq!(s.lookup(1, 2, false), None);
     }
 
     #[test]
     fn cas_on_absent_key() {
         let mut s = Snapshot::default();
-        let r = Request { client: 1, seq: 1, op: Op::Cas { key: "x".into(), from: None, to: "1".into() } };
+        let r = Request::new(1, 1, Op::Cas { key: "x".into(), from: None, to: "1".into() });
         assert_eq!(s.execute(&r, Bounds::UNBOUNDED), Outcome::Applied(Reply::Cas { ok: true, current: None }));
-        let r = Request { client: 1, seq: 2, op: Op::Cas { key: "x".into(), from: None, to: "2".into() } };
+        let r = Request::new(1, 2, Op::Cas { key: "x".into(), from: None, to: "2".into() });
         assert_eq!(
             s.execute(&r, Bounds::UNBOUNDED),
             Outcome::Applied(Reply::Cas { ok: false, current: Some("1".into()) })
@@ -268,7 +270,7 @@ mod tests {
         assert_eq!(step(&mut s, &put(1, 1, "k", "a"), bounded(1)), Outcome::Expired);
         assert_eq!(step(&mut s, &put(1, 2, "k", "b"), bounded(1)), Outcome::Expired);
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("a")));
-        assert_eq!(s.lookup(1, 2), Some(Outcome::Expired));
+        assert_eq!(s.lookup(1, 2, false), Some(Outcome::Expired));
         assert_eq!(Outcome::Expired.reply(), Reply::SessionExpired);
         assert!(!Reply::SessionExpired.is_definite_rejection());
         // An expired request does not take a session nor evict one.
@@ -293,8 +295,42 @@ mod tests {
         assert!(!s.sessions.tombstones().any(|c| *c == 100));
         assert_eq!(step(&mut s, &put(100, 3, "k", "z"), bounded(limit)), Outcome::Expired);
         assert_eq!(step(&mut s, &put(999, 2, "k", "z"), bounded(limit)), Outcome::Expired);
-        // The residual case: a seq-1 request of a forgotten or new client runs.
+        // A first attempt of seq 1 of a client never seen runs.
         assert_eq!(step(&mut s, &put(999, 1, "k", "w"), bounded(limit)), Outcome::Applied(Reply::Done));
+        assert!(s.sessions.is_consistent());
+    }
+
+    #[test]
+    fn a_retried_first_request_whose_tombstone_was_forgotten_is_expired_not_run_again() {
+        let limit = 1;
+        let capacity = limit * crate::sessions::TOMBSTONES_PER_SESSION;
+        let mut s = Snapshot::default();
+        // Before any tombstone is forgotten, an unknown client never ran
+        // anything: its flagged seq 1 (the first attempt was lost) runs.
+        assert_eq!(step(&mut s, &retried(50, 1, "k", "0"), bounded(limit)), Outcome::Applied(Reply::Done));
+        // Client 7's seq 1 executes; the client never hears of it.
+        assert_eq!(step(&mut s, &put(7, 1, "k", "a"), bounded(limit)), Outcome::Applied(Reply::Done));
+        // capacity + 1 new clients evict 7 and then push its tombstone out.
+        for c in 100..=100 + capacity as u64 {
+            step(&mut s, &put(c, 1, "x", "1"), bounded(limit));
+        }
+        assert!(s.sessions.get(&7).is_none() && !s.sessions.tombstones().any(|c| *c == 7));
+        assert!(s.sessions.forgotten() > 0);
+        let before = s.clone();
+        // The client's resend is flagged: expired (its first attempt may
+        // have run, as here), and nothing changes but the slot.
+        assert_eq!(step(&mut s, &retried(7, 1, "k", "b"), bounded(limit)), Outcome::Expired);
+        assert_eq!(s.kv, before.kv);
+        assert_eq!(s.sessions, before.sessions);
+        assert_eq!(s.lookup(7, 1, true), Some(Outcome::Expired));
+        // The same resend with the flag ignored (the injected bug) is the
+        // hole: it runs a second time.
+        let mut holed = before.clone();
+        let bugs = ExecBugs { ignore_retry_flag: true, ..ExecBugs::default() };
+        assert_eq!(holed.execute_checked(&retried(7, 1, "k", "b"), bounded(limit), bugs), Outcome::Applied(Reply::Done));
+        assert_eq!(holed.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
+        // A first attempt of another new client still runs.
+        assert_eq!(step(&mut s, &put(8, 1, "k", "c"), bounded(limit)), Outcome::Applied(Reply::Done));
         assert!(s.sessions.is_consistent());
     }
 
@@ -336,30 +372,38 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Any sequence of requests over a few clients, executed in slots of
-        /// up to three with small bounds: the table never exceeds its bound,
-        /// its index stays consistent, a request of an evicted client never
-        /// executes, no `(client, seq)` executes twice unless its client's
-        /// tombstone was forgotten (the residual case), and the table
+        /// Any sequence of requests of a few clients, executed in slots of
+        /// up to three with small bounds. Each client behaves as clients
+        /// do: it resends its current seq (flagged a retry) or moves on to
+        /// a higher one (skipping some, as reads served outside the log
+        /// do), and flags some first sends too (a client may be
+        /// conservative). The table never exceeds its bound, its index
+        /// stays consistent, a request of an evicted client never executes,
+        /// no `(client, seq)` ever executes twice, and the table
         /// round-trips through serialization unchanged.
         #[test]
         fn bounded_tables_stay_bounded_consistent_and_at_most_once(
-            reqs in proptest::collection::vec((0u64..12, 1u64..5, 0usize..3), 1..200),
+            reqs in proptest::collection::vec((0u64..12, 0u64..3, 0usize..3, proptest::bool::weighted(0.1)), 1..200),
             limit in 1usize..5,
             tombstones in 0usize..6,
         ) {
             let bounds = Bounds { sessions: limit, tombstones };
             let mut s = Snapshot::default();
+            let mut current = std::collections::BTreeMap::<u64, u64>::new();
             let mut executed = std::collections::BTreeSet::new();
-            for (client, seq, gap) in reqs {
+            for (client, advance, gap, flag_anyway) in reqs {
                 let buried_before = s.sessions.tombstones().any(|c| *c == client);
-                let forgotten_before = s.sessions.forgotten();
-                let out = s.execute(&put(client, seq, "k", "v"), bounds);
+                let seq = current.entry(client).or_insert(0);
+                let resend = advance == 0 && *seq > 0;
+                *seq += if resend { 0 } else { advance.max(1) };
+                let seq = *seq;
+                let retry = resend || flag_anyway;
+                let out = s.execute(&Request { retry, ..put(client, seq, "k", "v") }, bounds);
                 if buried_before {
                     proptest::prop_assert_eq!(&out, &Outcome::Expired);
                 }
-                if matches!(out, Outcome::Applied(_)) && !executed.insert((client, seq)) {
-                    proptest::prop_assert!(forgotten_before > 0, "({}, {}) ran twice with no tombstone forgotten", client, seq);
+                if matches!(out, Outcome::Applied(_)) {
+                    proptest::prop_assert!(executed.insert((client, seq)), "({}, {}) ran twice", client, seq);
                 }
                 proptest::prop_assert!(s.sessions.len() <= limit);
                 s.last_executed += gap as u64;

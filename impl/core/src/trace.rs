@@ -3,11 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Ballot, ClientId, ReplicaId, Role, Seq, Slot, Time, Value};
+use crate::types::{Ballot, ReplicaId, RequestId, Role, Slot, Time, Value};
 
 /// A value as traces report it: `None` for a no-op, else the
-/// `(client, seq)` of every request of the batch.
-pub type ValueIds = Option<Vec<(ClientId, Seq)>>;
+/// `(client, seq)` of every request of the batch, with its retry flag
+/// when set (`RequestId`).
+pub type ValueIds = Option<Vec<RequestId>>;
 
 pub fn value_ids(v: &Value) -> ValueIds {
     match v {

@@ -131,6 +131,100 @@ pub struct Request {
     pub client: ClientId,
     pub seq: Seq,
     pub op: Op,
+    /// The client sent this `(client, seq)` before and that attempt's
+    /// outcome is uncertain (no answer, a lost connection, "unknown"): it
+    /// may have executed. Set on every resend after such an attempt, never
+    /// cleared for that seq. Only the session check reads it: a retry of a
+    /// client that has neither a session nor a tombstone, once tombstones
+    /// have been forgotten, is expired rather than executed (`sessions.rs`).
+    pub retry: bool,
+}
+
+impl Request {
+    /// A first attempt (not a retry).
+    pub fn new(client: ClientId, seq: Seq, op: Op) -> Request {
+        Request { client, seq, op, retry: false }
+    }
+
+    /// How traces name it.
+    pub fn id(&self) -> RequestId {
+        RequestId { client: self.client, seq: self.seq, retry: self.retry }
+    }
+}
+
+/// A request as traces name it: `(client, seq)` and the retry flag.
+///
+/// Serialized as `[client, seq]`, or `[client, seq, true]` for a retry;
+/// printed `(client, seq)` or `(client, seq, retry)`; hashed as the words
+/// `client, seq`, then `1` for a retry only. A run without retries thus
+/// traces, prints and hashes exactly as before the flag existed (the
+/// simulator's pinned trace hashes and the core's transcripts).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RequestId {
+    pub client: ClientId,
+    pub seq: Seq,
+    pub retry: bool,
+}
+
+impl RequestId {
+    /// `(client, seq)`: what at-most-once is about.
+    pub fn key(self) -> (ClientId, Seq) {
+        (self.client, self.seq)
+    }
+}
+
+impl std::hash::Hash for RequestId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.client.hash(h);
+        self.seq.hash(h);
+        if self.retry {
+            true.hash(h);
+        }
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.retry {
+            write!(f, "({}, {}, retry)", self.client, self.seq)
+        } else {
+            write!(f, "({}, {})", self.client, self.seq)
+        }
+    }
+}
+
+impl Serialize for RequestId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut t = s.serialize_tuple(if self.retry { 3 } else { 2 })?;
+        t.serialize_element(&self.client)?;
+        t.serialize_element(&self.seq)?;
+        if self.retry {
+            t.serialize_element(&true)?;
+        }
+        t.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RequestId, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RequestId;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("[client, seq] or [client, seq, retry]")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<RequestId, A::Error> {
+                use serde::de::Error;
+                let client = a.next_element()?.ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let seq = a.next_element()?.ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let retry = a.next_element()?.unwrap_or(false);
+                Ok(RequestId { client, seq, retry })
+            }
+        }
+        // A self-describing format (JSON traces) only: the length varies.
+        d.deserialize_seq(V)
+    }
 }
 
 /// What a replica answers a client.
@@ -177,9 +271,9 @@ impl Value {
         }
     }
 
-    /// `(client, seq)` of every request, as the trace reports values.
-    pub fn ids(&self) -> Vec<(ClientId, Seq)> {
-        self.requests().iter().map(|r| (r.client, r.seq)).collect()
+    /// `(client, seq, retry)` of every request, as the trace reports values.
+    pub fn ids(&self) -> Vec<RequestId> {
+        self.requests().iter().map(Request::id).collect()
     }
 }
 

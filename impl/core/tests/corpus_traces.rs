@@ -70,7 +70,7 @@ fn matches_corpus(rel: &str, trace: &[TraceEvent], situation: impl Fn(&[TraceEve
 /// that proposed it.
 fn proposed_slot(trace: &[TraceEvent], client: u64, seq: u64) -> Option<(ReplicaId, Slot)> {
     trace.iter().find_map(|e| match &e.action {
-        Action::Propose { slot, value: Some(ids) } if ids.contains(&(client, seq)) => Some((e.replica, *slot)),
+        Action::Propose { slot, value: Some(ids) } if ids.iter().any(|id| id.key() == (client, seq)) => Some((e.replica, *slot)),
         _ => None,
     })
 }
@@ -103,7 +103,7 @@ fn gap_filled(trace: &[TraceEvent]) -> Result<(), String> {
     if at(s1) != Some(None) {
         return Err(format!("the gap was not filled with a no-op: {entries:?}"));
     }
-    if at(s2) != Some(Some(vec![(2, 1)])) {
+    if at(s2) != Some(Some(vec![RequestId { client: 2, seq: 1, retry: false }])) {
         return Err(format!("the surviving slot was not replayed: {entries:?}"));
     }
     Ok(())

@@ -46,7 +46,7 @@ fn a_changed_output_is_reported_and_printed_messages_read_back() {
 
     let batch = Value::Batch(Arc::new(vec![
         common::put(7, 1, "k", "v"),
-        Request { client: 8, seq: 2, op: Op::Cas { key: "k".into(), from: None, to: "w".into() } },
+        Request { client: 8, seq: 2, op: Op::Cas { key: "k".into(), from: None, to: "w".into() }, retry: true },
         common::get(9, 3, "k"),
     ]));
     let entry = Instance { slot: Slot(4), ballot: Ballot(257), value: batch.clone(), state: InstanceState::Committed };

@@ -124,10 +124,15 @@ impl Client {
     }
 
     /// Executes `op`, following redirects and retrying the same
-    /// `(client, seq)` on failures until the deadline.
+    /// `(client, seq)` on failures until the deadline. Once an attempt's
+    /// outcome is uncertain (no reply, a lost connection, "unknown"), every
+    /// later attempt is flagged a retry, so that a cluster that has
+    /// forgotten this client expires it rather than running it again
+    /// (`stutter_core::sessions`). Redirects and busy answers promise that
+    /// nothing was proposed: they leave the flag as it is.
     pub async fn call(&mut self, op: Op) -> Result<Reply, ClientError> {
         self.seq += 1;
-        let req = ClientRequest::Op { client: self.id, seq: self.seq, op };
+        let mut req = ClientRequest::Op { client: self.id, seq: self.seq, op, retry: false };
         let give_up = Instant::now() + self.deadline;
         let mut pause = Duration::from_millis(5);
         while Instant::now() < give_up {
@@ -168,16 +173,28 @@ impl Client {
                 Ok(ClientResponse::Unknown { .. }) => {
                     // The leader it went to may have lost leadership: the
                     // same (client, seq) again, elsewhere, after a pause.
+                    mark_retry(&mut req);
                     self.move_to(None);
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
                 Ok(ClientResponse::Error(e)) => return Err(ClientError::Protocol(e)),
                 Ok(other) => return Err(ClientError::Protocol(format!("unexpected response {other:?}"))),
-                Err(_) => self.move_to(None),
+                Err(_) => {
+                    // Sent (or partly) and unanswered: it may execute.
+                    mark_retry(&mut req);
+                    self.move_to(None);
+                }
             }
         }
         Err(ClientError::Timeout)
+    }
+}
+
+/// Flags a request as resent after an uncertain attempt (sticky).
+fn mark_retry(req: &mut ClientRequest) {
+    if let ClientRequest::Op { retry, .. } = req {
+        *retry = true;
     }
 }
 
@@ -198,7 +215,7 @@ mod tests {
 
     /// A replica that answers the first request "outcome unknown" and the
     /// retry with `Done`; it records every (client, seq) it was sent.
-    async fn unknown_then_done() -> (String, tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq)>) {
+    async fn unknown_then_done() -> (String, tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq, bool)>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let (seen_tx, seen) = tokio::sync::mpsc::unbounded_channel();
@@ -209,8 +226,8 @@ mod tests {
                 let (r, mut w) = s.into_split();
                 let mut r = BufReader::new(r);
                 while let Ok(Some(body)) = wire::read_frame(&mut r, wire::MAX_CLIENT_FRAME).await {
-                    let Ok(ClientRequest::Op { client, seq, .. }) = wire::decode(&body) else { return };
-                    let _ = seen_tx.send((client, seq));
+                    let Ok(ClientRequest::Op { client, seq, retry, .. }) = wire::decode(&body) else { return };
+                    let _ = seen_tx.send((client, seq, retry));
                     let resp = if std::mem::take(&mut first) {
                         ClientResponse::Unknown { client, seq }
                     } else {
@@ -231,7 +248,11 @@ mod tests {
         let mut c = Client::new(vec![addr.clone(), addr], 42).with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
         let r = c.call(Op::Put { key: "k".into(), value: "v".into() }).await;
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
-        assert_eq!(seen.recv().await, Some((42, 1)));
-        assert_eq!(seen.recv().await, Some((42, 1)), "the retry reuses (client, seq)");
+        assert_eq!(seen.recv().await, Some((42, 1, false)), "a first attempt is not a retry");
+        assert_eq!(seen.recv().await, Some((42, 1, true)), "the retry reuses (client, seq), flagged");
+        // The next call is a first attempt again.
+        let r = c.call(Op::Put { key: "k".into(), value: "w".into() }).await;
+        assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
+        assert_eq!(seen.recv().await, Some((42, 2, false)));
     }
 }

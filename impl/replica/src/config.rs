@@ -70,8 +70,9 @@ pub struct Protocol {
     /// unseat it when it returns.
     pub pre_vote: Option<bool>,
     /// At most this many client sessions (`stutter_core::Config::session_limit`,
-    /// 100,000 by default). Must be the same in every replica's file:
-    /// expiry is decided by executing the log.
+    /// 100,000 by default; 0: no bound).
+    /// Must be the same in every replica's file: expiry is decided by
+    /// executing the log.
     pub session_limit: Option<usize>,
     /// Client ids of evicted sessions kept
     /// (`stutter_core::Config::session_tombstones`; 0 or absent: 4 × the
@@ -341,7 +342,12 @@ impl ClusterConfig {
             gc_coordination: self.gc.coordinated.unwrap_or(false),
             gc_handoff_grace: ms(self.gc.handoff_grace_ms, d.gc_handoff_grace),
             pre_vote: p.pre_vote.unwrap_or(d.pre_vote),
-            session_limit: p.session_limit.unwrap_or(d.session_limit).max(1),
+            // TOML has no integer as large as `usize::MAX`: 0 stands for it.
+            session_limit: match p.session_limit {
+                Some(0) => usize::MAX,
+                Some(n) => n,
+                None => d.session_limit,
+            },
             session_tombstones: p.session_tombstones.unwrap_or(d.session_tombstones),
             ..d
         }
@@ -389,12 +395,16 @@ mod tests {
         assert_eq!(c.window, 4);
         assert_eq!(c.election_timeout, stutter_core::Config::default().election_timeout);
         assert!(c.pre_vote, "pre-vote is on unless the file turns it off");
-        assert_eq!(c.session_limit, usize::MAX, "session expiry is opt-in");
+        assert_eq!(c.session_limit, 100_000, "sessions are bounded by default");
+        assert_eq!(c.session_tombstones, 0, "4 × the limit");
         let off: ClusterConfig =
             toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\npre_vote = false\nsession_limit = 50\n")
                 .unwrap();
         assert!(!off.core_config().pre_vote);
         assert_eq!(off.core_config().session_limit, 50);
+        let unbounded: ClusterConfig =
+            toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\nsession_limit = 0\n").unwrap();
+        assert_eq!(unbounded.core_config().session_limit, usize::MAX);
     }
 
     fn with_security(extra: &str) -> ClusterConfig {

@@ -21,7 +21,9 @@ pub const READ_CHUNK: usize = 64 << 10;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
-    Op { client: ClientId, seq: Seq, op: Op },
+    /// `retry`: this `(client, seq)` was sent before and that attempt's
+    /// outcome is uncertain (`stutter_core::Request::retry`).
+    Op { client: ClientId, seq: Seq, op: Op, retry: bool },
     Status,
     /// The executed state's running digest, for white-box checks.
     Digest,
@@ -158,7 +160,7 @@ mod tests {
 
     #[tokio::test]
     async fn frames_round_trip_and_oversize_or_garbage_is_an_error() {
-        let req = ClientRequest::Op { client: 7, seq: 3, op: Op::Put { key: "k".into(), value: "v".into() } };
+        let req = ClientRequest::Op { client: 7, seq: 3, op: Op::Put { key: "k".into(), value: "v".into() }, retry: true };
         let bytes = encode(&req).unwrap();
         let mut r = &bytes[..];
         let body = read_frame(&mut r, MAX_CLIENT_FRAME).await.unwrap().unwrap();

@@ -64,8 +64,8 @@ mod tests {
         let mut a = Agreement::default();
         let mut v = Violations::default();
         let one = Slot(1);
-        a.slot(0, one, Some(vec![(1, 1)]), &mut v);
-        a.slot(1, one, Some(vec![(1, 1)]), &mut v);
+        a.slot(0, one, Some(vec![stutter_core::RequestId { client: 1, seq: 1, retry: false }]), &mut v);
+        a.slot(1, one, Some(vec![stutter_core::RequestId { client: 1, seq: 1, retry: false }]), &mut v);
         a.executed_prefix(0, one, 42, &mut v);
         a.executed_prefix(1, one, 42, &mut v);
         assert!(v.into_vec().is_empty());

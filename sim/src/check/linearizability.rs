@@ -31,6 +31,14 @@ fn parse(v: Option<&Bytes>) -> u64 {
     v.and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0)
 }
 
+/// The value a read's reply carries, as the history counts it.
+fn read_value(reply: &stutter_core::Reply) -> Option<u64> {
+    match reply {
+        stutter_core::Reply::Value(v) => Some(parse(v.as_ref())),
+        _ => None,
+    }
+}
+
 /// `(client, seq)` ↦ history index (the last, should one repeat): per
 /// client, its `(seq, index)` pairs, which a client issues in order (so
 /// they come sorted; they are sorted if not).
@@ -68,12 +76,14 @@ pub fn check(
     slots: &SlotMap<(ReplicaId, Ids)>,
     sessions: &mut Sessions,
     session_bounds: stutter_core::sessions::Bounds,
+    retry_flag: bool,
     v: &mut Violations,
 ) -> Replayed {
     let index = Index::new(history);
     // Replay the executed log on a model: where each request took
     // effect, and what it returned (by history index).
     let mut model = Model::bounded(session_bounds.sessions, session_bounds.tombstones);
+    model.retry_flag = retry_flag;
     sessions.start_replay();
     sessions.compare_at(Slot::ZERO, &model, v);
     let mut position: Vec<Option<(usize, stutter_core::Reply)>> = vec![None; history.len()];
@@ -89,14 +99,16 @@ pub fn check(
         }
         expected_slot += 1;
         for id in ids.iter().flatten() {
-            let Some((i, req, op)) = index.get(*id).and_then(|i| Some((i, requests.get(i)?, history.get(i)?))) else {
+            let Some((i, req, op)) = index.get(id.key()).and_then(|i| Some((i, requests.get(i)?, history.get(i)?))) else {
                 v.add("linearizability", format!("slot {slot} executed unknown request {id:?}"));
                 continue;
             };
             let key = req.op.key();
             let before = model.kv.get(key).cloned();
             model.slot = slot;
-            if let Effect::Applied(reply) = model.apply(req) {
+            // The history's request is the first attempt; the log says
+            // whether the attempt executed here was flagged a retry.
+            if let Effect::Applied(reply) = model.apply_attempt(req, id.retry) {
                 if position[i].is_some() {
                     v.add("at-most-once", format!("slot {slot} executed client {} seq {} a second time", req.client, req.seq));
                 }
@@ -123,6 +135,22 @@ pub fn check(
             // Served outside the log (ReadIndex): placed below.
             reads.push(i);
             continue;
+        }
+        if let (F::Read, Outcome::Ok { value, .. }, Some((p, reply))) = (op.f, &op.outcome, at) {
+            if read_value(reply) != Some(*value) {
+                // An attempt of this read executed in the log (a client
+                // without a session, once tombstones were forgotten) but
+                // its answer is not the one that came back: a later
+                // attempt was served by ReadIndex (at a leader that had
+                // not executed as far, or where the client had a session)
+                // and answered first. A read changes nothing, so the log
+                // attempt only stands where an unknown outcome would; the
+                // answer must fit some point of the read's interval, as
+                // any read served outside the log.
+                order.push((*p, op.invoke, None));
+                reads.push(i);
+                continue;
+            }
         }
         match (&op.outcome, at) {
             (Outcome::Ok { value, cas_ok }, Some((p, reply))) => {

@@ -68,19 +68,24 @@ pub struct Checker {
     ballots: ballots::Ballots,
     sessions: sessions::Sessions,
     session_bounds: Bounds,
+    retry_flag: bool,
     violations: Violations,
 }
 
 impl Checker {
     /// A checker of `n` replicas whose session tables hold at most
     /// the sessions and tombstones of `session_bounds` (`Config::session_limit`,
-    /// `session_tombstones`).
-    pub fn new(n: usize, session_bounds: Bounds) -> Checker {
+    /// `session_tombstones`); `retry_flag`: whether the session check
+    /// honours `Request::retry` (off only under `Bug::IgnoreRetryFlag`,
+    /// so that the reference model judges the protocol the replicas run
+    /// and only the at-most-once check can tell).
+    pub fn new(n: usize, session_bounds: Bounds, retry_flag: bool) -> Checker {
         Checker {
             agreement: agreement::Agreement::default(),
             ballots: ballots::Ballots::new(n),
             sessions: sessions::Sessions::default(),
             session_bounds,
+            retry_flag,
             violations: Violations::default(),
         }
     }
@@ -116,7 +121,7 @@ impl Checker {
         states: &[FinalState],
     ) -> Vec<Violation> {
         let slots = self.agreement.into_slots();
-        let log = linearizability::check(history, requests, &slots, &mut self.sessions, self.session_bounds, &mut self.violations);
+        let log = linearizability::check(history, requests, &slots, &mut self.sessions, self.session_bounds, self.retry_flag, &mut self.violations);
         liveness::check(history, finals, states, &log, slots.len(), &mut self.violations);
         self.violations.into_vec()
     }

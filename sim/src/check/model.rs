@@ -15,8 +15,9 @@
 //! full first drops the client whose last applied request has the lowest
 //! slot (the lowest id among equals); dropped clients are remembered, the
 //! last `remember` of them (`4 × limit` if 0). A request of a remembered client is expired
-//! (not applied); so is a request above seq 1 of a client not in the table
-//! once some dropped client has been forgotten.
+//! (not applied); so is a request of a client not in the table once some
+//! dropped client has been forgotten, if it is above seq 1 or flagged a
+//! retry (sent again after an attempt of uncertain outcome).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -53,6 +54,11 @@ pub struct Model {
     pub dropped: VecDeque<ClientId>,
     /// Whether some dropped client has been forgotten.
     pub forgot: bool,
+    /// Whether the retry flag counts (the protocol's rule). Off only to
+    /// judge the protocol as it was without the flag
+    /// (`Bug::IgnoreRetryFlag`): the at-most-once check must then catch
+    /// a resent first request running twice.
+    pub retry_flag: bool,
 }
 
 impl Default for Model {
@@ -75,17 +81,23 @@ impl Model {
             remember: if remember == 0 { limit.saturating_mul(4) } else { remember },
             dropped: VecDeque::new(),
             forgot: false,
+            retry_flag: true,
         }
     }
 
     /// Applies one request of the executed log, in slot `self.slot`.
     pub fn apply(&mut self, req: &Request) -> Effect {
+        self.apply_attempt(req, req.retry)
+    }
+
+    /// [`Model::apply`] of `req` as sent with retry flag `retry`.
+    pub fn apply_attempt(&mut self, req: &Request, retry: bool) -> Effect {
         match self.last_applied.get(&req.client) {
             Some((last, reply)) if *last == req.seq => return Effect::Repeated(reply.clone()),
             Some((last, _)) if *last > req.seq => return Effect::Superseded,
             Some(_) => {}
             None => {
-                if self.dropped.contains(&req.client) || (self.forgot && req.seq > 1) {
+                if self.dropped.contains(&req.client) || (self.forgot && (req.seq > 1 || (retry && self.retry_flag))) {
                     return Effect::Expired;
                 }
                 if self.last_applied.len() >= self.limit {
@@ -140,7 +152,7 @@ mod tests {
     use super::*;
 
     fn req(client: ClientId, seq: Seq, op: Op) -> Request {
-        Request { client, seq, op }
+        Request::new(client, seq, op)
     }
 
     fn put(k: &str, v: &str) -> Op {
@@ -179,13 +191,16 @@ mod tests {
         assert_eq!(m.apply(&req(2, 2, put("k", "x"))), Effect::Expired);
         assert_eq!(m.kv.get(&Bytes::from("k")), Some(&Bytes::from("w")));
         // Eight more drops (4 × limit) forget client 2; then an unknown
-        // client above seq 1 is expired, at seq 1 it is applied.
+        // client above seq 1 is expired, and so is its seq 1 flagged a
+        // retry; a first attempt of seq 1 is applied.
         for c in 10..19 {
             m.slot = Slot(c);
             m.apply(&req(c, 1, put("k", "v")));
         }
         assert!(m.forgot && !m.dropped.contains(&2));
         assert_eq!(m.apply(&req(2, 5, put("k", "x"))), Effect::Expired);
+        assert_eq!(m.apply_attempt(&req(2, 1, put("k", "x")), true), Effect::Expired);
+        assert_eq!(m.apply(&Request { retry: true, ..req(2, 1, put("k", "x")) }), Effect::Expired);
         assert!(matches!(m.apply(&req(2, 1, put("k", "x"))), Effect::Applied(_)));
     }
 }

@@ -95,10 +95,10 @@ mod tests {
         let mut v = Violations::default();
         sessions.compare_at(Slot(0), &model, &mut v);
         model.slot = Slot(1);
-        model.apply(&Request { client: 7, seq: 1, op: Op::Put { key: "k".into(), value: "v".into() } });
+        model.apply(&Request::new(7, 1, Op::Put { key: "k".into(), value: "v".into() }));
         sessions.compare_at(Slot(1), &model, &mut v);
         model.slot = Slot(2);
-        model.apply(&Request { client: 7, seq: 2, op: Op::Del { key: "k".into() } });
+        model.apply(&Request::new(7, 2, Op::Del { key: "k".into() }));
         sessions.compare_at(Slot(2), &model, &mut v);
         let found = v.into_vec();
         assert_eq!(found.len(), 1, "{found:?}");

@@ -77,8 +77,8 @@ impl World {
         let Some(h) = node.heap.as_mut() else { return };
         match &ev.action {
             Action::Execute { value: Some(ids), .. } => {
-                for (c, s) in ids {
-                    h.executed(if self.clients.is_update(*c as ClientId, *s) { value_size } else { 0 });
+                for id in ids {
+                    h.executed(if self.clients.is_update(id.client as ClientId, id.seq) { value_size } else { 0 });
                 }
             }
             Action::Trim { .. } | Action::InstallSnapshot { .. } => h.extra(own_state),

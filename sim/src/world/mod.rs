@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use stutter_core::{Action, Config, Input, Message, Output, Record, Replica, ReplicaId, Reply, Seq, Slot, Time, Timer, TraceEvent};
+use stutter_core::{Action, Config, Input, Message, Output, Record, Replica, ReplicaId, Reply, Request, Seq, Slot, Time, Timer, TraceEvent};
 
 use crate::check::{Checker, Violation};
 use crate::clients::{ClientEvent, Clients};
@@ -36,8 +36,9 @@ pub(crate) enum Ev {
     /// A slowdown of one link ends.
     Unslow { from: ReplicaId, to: ReplicaId, extra: Time },
     ClientTick { c: usize },
-    /// History operation `op`'s request reaches replica `r`.
-    ClientArrive { r: ReplicaId, op: usize },
+    /// History operation `op`'s request reaches replica `r`, flagged a
+    /// retry or not.
+    ClientArrive { r: ReplicaId, op: usize, retry: bool },
     ClientReply { c: usize, client: stutter_core::ClientId, seq: Seq, reply: Reply },
     ClientTimeout { c: usize, at: Time },
     /// A collector's concurrent work may have changed its state.
@@ -126,7 +127,11 @@ impl World {
         let end = s.duration.max(heal) + s.liveness_bound;
         let n = s.n;
         let mut w = World {
-            checker: Checker::new(n, stutter_core::sessions::Bounds { sessions: s.session_limit, tombstones: s.session_tombstones }),
+            checker: Checker::new(
+                n,
+                stutter_core::sessions::Bounds { sessions: s.session_limit, tombstones: s.session_tombstones },
+                s.bug != Some(stutter_core::Bug::IgnoreRetryFlag),
+            ),
             net: Network::new(&s),
             clients: Clients::new(&s),
             s,
@@ -248,9 +253,9 @@ impl World {
                 self.clients.tick(c, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
-            Ev::ClientArrive { r, op } => {
+            Ev::ClientArrive { r, op, retry } => {
                 if let Some(req) = self.clients.requests.get(op) {
-                    let req = req.clone();
+                    let req = Request { retry, ..req.clone() };
                     self.enqueue(r, Input::Request(req));
                 }
             }
@@ -289,7 +294,7 @@ impl World {
         for e in evs.drain(..) {
             match e {
                 ClientEvent::Tick { c, at } => self.at(at, Ev::ClientTick { c }),
-                ClientEvent::Arrive { r, op, at } => self.at(at, Ev::ClientArrive { r, op }),
+                ClientEvent::Arrive { r, op, retry, at } => self.at(at, Ev::ClientArrive { r, op, retry }),
                 ClientEvent::Timeout { c, at } => self.at(at, Ev::ClientTimeout { c, at }),
             }
         }

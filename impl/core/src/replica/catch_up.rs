@@ -110,7 +110,8 @@ impl Replica {
         let done: Vec<(ClientId, Seq)> = self
             .waiting
             .iter()
-            .filter(|(c, s)| self.sm.lookup(*c, *s).is_some())
+            // As first attempts: a retry is answered once its slot executes.
+            .filter(|(c, s)| self.sm.lookup(*c, *s, false).is_some())
             .copied()
             .collect();
         for (client, seq) in done {
@@ -118,7 +119,7 @@ impl Replica {
             if let Some(l) = self.role.as_leader_mut() {
                 l.queued.remove(&(client, seq));
             }
-            if let Some(o) = self.sm.lookup(client, seq) {
+            if let Some(o) = self.sm.lookup(client, seq, false) {
                 out.push(Output::Reply { client, seq, reply: o.reply() });
             }
         }

@@ -50,6 +50,7 @@ impl Replica {
             };
             let bugs = ExecBugs {
                 execute_duplicate: injected!(self.cfg, ExecuteDuplicate),
+                ignore_retry_flag: injected!(self.cfg, IgnoreRetryFlag),
                 failed_cas_writes: injected!(self.cfg, FailedCasWrites),
             };
             let mut applied = 0u32;

@@ -25,7 +25,7 @@ pub(super) struct Votes {
 
 impl Replica {
     pub(super) fn on_request(&mut self, req: Request, out: &mut Vec<Output>) {
-        let (client, seq) = (req.client, req.seq);
+        let (client, seq, retry) = (req.client, req.seq, req.retry);
         // The negative control answers reads from the local state on any
         // replica, leader or not, as a driver that skipped the protocol
         // would (the campaigns' --unsafe local-reads).
@@ -47,7 +47,8 @@ impl Replica {
             out.push(Output::Reply { client, seq, reply: Reply::Redirect { leader } });
             return;
         };
-        if let Some(outcome) = self.sm.lookup(client, seq) {
+        let flagged = retry && !injected!(self.cfg, IgnoreRetryFlag);
+        if let Some(outcome) = self.sm.lookup(client, seq, flagged) {
             out.push(Output::Reply { client, seq, reply: outcome.reply() });
             return;
         }
@@ -69,7 +70,7 @@ impl Replica {
             if !read_in_log {
                 return self.queue_read(client, seq, key, out);
             }
-            let req = Request { client, seq, op: Op::Get { key } };
+            let req = Request { client, seq, op: Op::Get { key }, retry };
             if let Some(l) = self.role.as_leader_mut() {
                 l.queued.insert((client, seq));
                 l.pending.push_back(req);

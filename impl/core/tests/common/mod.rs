@@ -45,11 +45,11 @@ pub fn test_config(n: usize) -> Config {
 }
 
 pub fn put(client: u64, seq: u64, k: &str, v: &str) -> Request {
-    Request { client, seq, op: Op::Put { key: k.to_owned().into(), value: v.to_owned().into() } }
+    Request::new(client, seq, Op::Put { key: k.to_owned().into(), value: v.to_owned().into() })
 }
 
 pub fn get(client: u64, seq: u64, k: &str) -> Request {
-    Request { client, seq, op: Op::Get { key: k.to_owned().into() } }
+    Request::new(client, seq, Op::Get { key: k.to_owned().into() })
 }
 
 #[derive(Clone, Debug)]
@@ -69,8 +69,8 @@ pub struct Node {
     pub max_ballot_seen: Ballot,
 }
 
-/// The (client, seq) ids of a batch executed in a slot; `None` for a no-op.
-pub type ExecutedIds = Option<Vec<(ClientId, Seq)>>;
+/// The (client, seq, retry) ids of a batch executed in a slot; `None` for a no-op.
+pub type ExecutedIds = stutter_core::trace::ValueIds;
 
 /// One input a replica handled and what it produced, kept when the
 /// cluster records (the transcript tests print them).

@@ -29,8 +29,10 @@ pub fn op(o: &Op) -> String {
     }
 }
 
+/// `client/seq [retry] op`: the flag is written only when set.
 pub fn request(r: &Request) -> String {
-    format!("{}/{} {}", r.client, r.seq, op(&r.op))
+    let retry = if r.retry { " retry" } else { "" };
+    format!("{}/{}{retry} {}", r.client, r.seq, op(&r.op))
 }
 
 pub fn value(v: &Value) -> String {
@@ -235,7 +237,12 @@ impl<'a> Parser<'a> {
 
     pub fn request(&mut self) -> Result<Request, String> {
         let (client, seq) = self.pair('/')?;
-        let op = match self.word()? {
+        let mut word = self.word()?;
+        let retry = word == "retry";
+        if retry {
+            word = self.word()?;
+        }
+        let op = match word {
             "get" => Op::Get { key: self.bytes()? },
             "put" => Op::Put { key: self.bytes()?, value: self.bytes()? },
             "del" => Op::Del { key: self.bytes()? },
@@ -249,7 +256,7 @@ impl<'a> Parser<'a> {
             }
             other => return Err(format!("unknown operation '{other}' (get, put, del, cas)")),
         };
-        Ok(Request { client, seq, op })
+        Ok(Request { client, seq, op, retry })
     }
 
     /// `[item, item]`, each parsed by `item`.

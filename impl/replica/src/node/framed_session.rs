@@ -37,8 +37,8 @@ pub async fn serve(mut r: BufReader<OwnedReadHalf>, w: OwnedWriteHalf, events: E
         wire::read_body(&mut r, len, &mut body).await?;
         let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
         match wire::decode::<ClientRequest>(&body) {
-            Ok(ClientRequest::Op { client, seq, op }) => {
-                if events.send(Event::Client { reply: slot, req: Request { client, seq, op } }).await.is_err() {
+            Ok(ClientRequest::Op { client, seq, op, retry }) => {
+                if events.send(Event::Client { reply: slot, req: Request { client, seq, op, retry } }).await.is_err() {
                     return Ok(());
                 }
             }

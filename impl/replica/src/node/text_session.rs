@@ -43,7 +43,9 @@ pub async fn serve(
             Ok(Command::Op(op)) => {
                 seq += 1;
                 let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
-                if events.send(Event::Client { reply: slot, req: Request { client, seq, op } }).await.is_err() {
+                // Never a retry: each line is a new seq; a line whose
+                // outcome is unknown is not resent under it.
+                if events.send(Event::Client { reply: slot, req: Request::new(client, seq, op) }).await.is_err() {
                     return Ok(());
                 }
                 match rx.recv().await {

@@ -15,6 +15,7 @@ fn big(slot: u64, ballot: u64, bytes: usize) -> Record {
         client: 1,
         seq: slot,
         op: stutter_core::Op::Put { key: "k".into(), value: vec![b'x'; bytes].into() },
+        retry: false,
     };
     Record::Accept { slot: Slot(slot), ballot: Ballot(ballot), value: Value::Batch(Arc::new(vec![req])) }
 }

@@ -9,8 +9,9 @@ use stutter_core::{Ballot, Slot, Instance, InstanceState, Message, Op, Record, R
 use stutter_replica::peer_auth::{ClusterKey, FrameOpener, FrameSealer, Hello, NONCE_LEN};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse, GcStatus, StatusInfo};
 
+/// Every other request is flagged a retry, so both encodings are mutated.
 fn req(client: u64, seq: u64, op: Op) -> Request {
-    Request { client, seq, op }
+    Request { client, seq, op, retry: seq & 1 == 0 }
 }
 
 pub fn ops() -> Vec<Op> {
@@ -69,7 +70,7 @@ pub fn messages() -> Vec<Message> {
 
 pub fn requests() -> Vec<ClientRequest> {
     let mut v: Vec<ClientRequest> =
-        ops().into_iter().enumerate().map(|(i, op)| ClientRequest::Op { client: 42, seq: i as u64 + 1, op }).collect();
+        ops().into_iter().enumerate().map(|(i, op)| ClientRequest::Op { client: 42, seq: i as u64 + 1, op, retry: i % 2 == 1 }).collect();
     v.push(ClientRequest::Status);
     v.push(ClientRequest::Digest);
     v
