@@ -241,6 +241,10 @@ struct SetupArgs {
     /// ask for its grant when its grace ends (Config::gc_grant_after_grace).
     #[arg(long)]
     grant_after_grace: bool,
+    /// With --blade: the old leader hands off with its promise of the
+    /// target's next ballot (Config::gc_handoff_promise).
+    #[arg(long)]
+    handoff_promise: bool,
     /// Share of a core each replica gets while it has work (1: cores of
     /// its own; docs/calibration.md).
     #[arg(long, default_value_t = 1.0)]
@@ -298,6 +302,7 @@ impl SetupArgs {
             coordinated: self.blade,
             grace_ms: self.grace_ms,
             grant_after_grace: self.grant_after_grace,
+            handoff_promise: self.handoff_promise,
             speed: self.speed,
             net_min_us: self.net_min_us,
             net_extra_us: self.net_extra_us,

@@ -207,6 +207,10 @@ pub struct Scenario {
     /// `sim study --grant-after-grace` turns it on.
     #[serde(default)]
     pub gc_grant_after_grace: bool,
+    /// Config::gc_handoff_promise. Off by default (trace hashes stay);
+    /// `sim study --handoff-promise` turns it on.
+    #[serde(default)]
+    pub gc_handoff_promise: bool,
     /// Config::session_limit. Unbounded by default, so that no session is
     /// evicted and the runs (and trace hashes) of every seed stay as they
     /// were before sessions expired; the `sessions` scenario and
@@ -268,6 +272,7 @@ impl Scenario {
             pre_vote: false,
             gc_handoff_grace: default_handoff_grace(),
             gc_grant_after_grace: false,
+            gc_handoff_promise: false,
             session_limit: unbounded(),
             session_tombstones: 0,
         }

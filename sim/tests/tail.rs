@@ -18,6 +18,7 @@ fn setup(model: &str, coordinated: bool) -> Setup {
         coordinated,
         grace_ms: Setup::GRACE_MS,
         grant_after_grace: false,
+        handoff_promise: false,
         speed: 1.0,
         net_min_us,
         net_extra_us,

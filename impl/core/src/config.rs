@@ -64,6 +64,13 @@ pub struct Config {
     /// `GcElected` models; on, trace validation would need that changed
     /// (docs/gc-study.md, "Where the coordinated tail comes from").
     pub gc_grant_after_grace: bool,
+    /// A leader handing off durably promises the target's next ballot
+    /// itself (it follows that ballot from then on, exactly as if it had
+    /// answered the target's `Prepare`) and sends the promise in
+    /// `TimeoutNow`: with 3 replicas the target then needs no `Prepare`
+    /// round, only its own ballot write (docs/protocol.md, "GC
+    /// coordination"). Off: the target runs a full election.
+    pub gc_handoff_promise: bool,
     /// Pre-vote and leader stickiness (`docs/protocol.md`, "Pre-vote"): a
     /// replica whose election timer fires first asks whether a majority
     /// would promise the ballot it would use, without raising its own; a
@@ -113,6 +120,7 @@ impl Default for Config {
             gc_transfer_wait: 100_000,
             gc_handoff_grace: 250_000,
             gc_grant_after_grace: false,
+            gc_handoff_promise: false,
             pre_vote: true,
             // Unbounded until the one case expiry leaves open is closed
             // (docs/protocol.md, "Session expiry"): a bound is opt-in.

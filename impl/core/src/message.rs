@@ -53,8 +53,14 @@ pub enum Message {
     /// The follower's collection is over: the grant is free again.
     GcDone { ballot: Ballot },
     /// The leader of `ballot`, about to collect, tells the follower it
-    /// chose to start an election at once (no randomized wait).
-    TimeoutNow { ballot: Ballot },
+    /// chose to start an election at once (no randomized wait). With
+    /// `Config::gc_handoff_promise`, `promised` is the target's next ballot,
+    /// which the old leader has durably promised, and `entries` that
+    /// promise's content (its instances above the target's last executed,
+    /// as it knows it): the target counts it as a `Promise` of the old
+    /// leader for that ballot, so with 3 replicas it leads without a
+    /// `Prepare` round. `None` and empty otherwise.
+    TimeoutNow { ballot: Ballot, promised: Option<Ballot>, entries: Vec<Instance> },
     /// Pre-vote: would the receiver promise `ballot`, the ballot the sender
     /// would campaign at, were it a `Prepare`, and has it lost its leader?
     /// Changes no state at the receiver, not even its ballot.
@@ -80,7 +86,7 @@ impl Message {
             | Message::GcRequest { ballot }
             | Message::GcGrant { ballot }
             | Message::GcDone { ballot }
-            | Message::TimeoutNow { ballot }
+            | Message::TimeoutNow { ballot, .. }
             | Message::PreVote { ballot }
             | Message::PreVoteReply { ballot, .. } => *ballot,
         }

@@ -629,6 +629,7 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_transfer_wait: 2 * 20 * MS,
         gc_handoff_grace: s.gc_handoff_grace,
         gc_grant_after_grace: s.gc_grant_after_grace,
+        gc_handoff_promise: s.gc_handoff_promise,
         pre_vote: s.pre_vote,
         session_limit: s.session_limit,
         session_tombstones: s.session_tombstones,

@@ -52,7 +52,9 @@ impl Replica {
         }
     }
 
-    pub(super) fn start_election(&mut self, out: &mut Vec<Output>) {
+    /// Raises the ballot and asks every peer but `promised_by` (which
+    /// promised already, in a hand-off's `TimeoutNow`) for its promise.
+    pub(super) fn start_election(&mut self, promised_by: Option<ReplicaId>, out: &mut Vec<Output>) {
         let old = std::mem::replace(
             &mut self.role,
             RoleState::Candidate(CandidateState {
@@ -70,7 +72,7 @@ impl Replica {
         self.persist(vec![Record::Ballot(self.ballot)], out);
         self.emit(Action::StartElection { ballot: self.ballot }, out);
         let msg = Message::Prepare { ballot: self.ballot, last_executed: self.sm.last_executed };
-        for p in self.peers().collect::<Vec<_>>() {
+        for p in self.peers().filter(|p| Some(*p) != promised_by).collect::<Vec<_>>() {
             self.send_durable(p, msg.clone(), out);
         }
         self.arm_election(self.now, out);

@@ -133,11 +133,13 @@ impl Replica {
                 Verdict::Ignored => {}
                 Verdict::Follow => self.on_gc_grant(from, ballot, out),
             },
-            Message::TimeoutNow { ballot } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
-                Verdict::Stale => self.ignore(Ignored::StaleBallot),
-                Verdict::Ignored => {}
-                Verdict::Follow => self.on_timeout_now(from, ballot, out),
-            },
+            Message::TimeoutNow { ballot, promised, entries } => {
+                match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
+                    Verdict::Stale => self.ignore(Ignored::StaleBallot),
+                    Verdict::Ignored => {}
+                    Verdict::Follow => self.on_timeout_now(from, ballot, promised, entries, out),
+                }
+            }
             Message::GcRequest { ballot } => {
                 if self.answer_counts(ballot, Role::Leader) {
                     self.on_gc_request(from, ballot, out)

@@ -94,7 +94,10 @@ pub fn message(m: &Message) -> String {
         Message::GcRequest { ballot } => format!("GcRequest ballot={ballot}"),
         Message::GcGrant { ballot } => format!("GcGrant ballot={ballot}"),
         Message::GcDone { ballot } => format!("GcDone ballot={ballot}"),
-        Message::TimeoutNow { ballot } => format!("TimeoutNow ballot={ballot}"),
+        Message::TimeoutNow { ballot, promised: None, .. } => format!("TimeoutNow ballot={ballot}"),
+        Message::TimeoutNow { ballot, promised: Some(p), entries } => {
+            format!("TimeoutNow ballot={ballot} promised={p} entries={}", instances(entries))
+        }
         Message::PreVote { ballot } => format!("PreVote ballot={ballot}"),
         Message::PreVoteReply { ballot, ok } => format!("PreVoteReply ballot={ballot} ok={ok}"),
     }
@@ -374,7 +377,11 @@ impl Fields {
             "GcRequest" => Message::GcRequest { ballot },
             "GcGrant" => Message::GcGrant { ballot },
             "GcDone" => Message::GcDone { ballot },
-            "TimeoutNow" => Message::TimeoutNow { ballot },
+            "TimeoutNow" => Message::TimeoutNow {
+                ballot,
+                promised: self.num("promised").ok().map(Ballot),
+                entries: self.entries.clone().unwrap_or_default(),
+            },
             "PreVote" => Message::PreVote { ballot },
             "PreVoteReply" => Message::PreVoteReply { ballot, ok: ok()? },
             other => return Err(format!("unknown or unwritable message '{other}'")),
