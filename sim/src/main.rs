@@ -245,6 +245,15 @@ struct SetupArgs {
     /// target's next ballot (Config::gc_handoff_promise).
     #[arg(long)]
     handoff_promise: bool,
+    /// With --blade and --handoff-promise: the leader hands off without
+    /// waiting for its target to accept the slots in flight
+    /// (Config::gc_handoff_eager).
+    #[arg(long)]
+    eager_handoff: bool,
+    /// With --blade: every Accept carries the leader's commit point
+    /// (Config::commit_on_accept).
+    #[arg(long)]
+    commit_on_accept: bool,
     /// Share of a core each replica gets while it has work (1: cores of
     /// its own; docs/calibration.md).
     #[arg(long, default_value_t = 1.0)]
@@ -303,6 +312,8 @@ impl SetupArgs {
             grace_ms: self.grace_ms,
             grant_after_grace: self.grant_after_grace,
             handoff_promise: self.handoff_promise,
+            eager_handoff: self.eager_handoff,
+            commit_on_accept: self.commit_on_accept,
             speed: self.speed,
             net_min_us: self.net_min_us,
             net_extra_us: self.net_extra_us,

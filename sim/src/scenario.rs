@@ -211,6 +211,12 @@ pub struct Scenario {
     /// `sim study --handoff-promise` turns it on.
     #[serde(default)]
     pub gc_handoff_promise: bool,
+    /// Config::gc_handoff_eager (`sim study --eager-handoff`).
+    #[serde(default)]
+    pub gc_handoff_eager: bool,
+    /// Config::commit_on_accept (`sim study --commit-on-accept`).
+    #[serde(default)]
+    pub commit_on_accept: bool,
     /// Config::session_limit. Unbounded by default, so that no session is
     /// evicted and the runs (and trace hashes) of every seed stay as they
     /// were before sessions expired; the `sessions` scenario and
@@ -273,6 +279,8 @@ impl Scenario {
             gc_handoff_grace: default_handoff_grace(),
             gc_grant_after_grace: false,
             gc_handoff_promise: false,
+            gc_handoff_eager: false,
+            commit_on_accept: false,
             session_limit: unbounded(),
             session_tombstones: 0,
         }

@@ -19,6 +19,8 @@ fn setup(model: &str, coordinated: bool) -> Setup {
         grace_ms: Setup::GRACE_MS,
         grant_after_grace: false,
         handoff_promise: false,
+        eager_handoff: false,
+        commit_on_accept: false,
         speed: 1.0,
         net_min_us,
         net_extra_us,

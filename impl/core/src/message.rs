@@ -23,8 +23,11 @@ pub enum Message {
         entries: Vec<Instance>,
         snapshot: Option<Arc<Snapshot>>,
     },
-    /// Phase 2a for one slot.
-    Accept { ballot: Ballot, slot: Slot, value: Value },
+    /// Phase 2a for one slot. With `Config::commit_on_accept`, `committed`
+    /// is the leader's `last_executed`, which the follower applies as it
+    /// does a heartbeat's: it learns commits at the next accept rather
+    /// than the next heartbeat. `None` otherwise.
+    Accept { ballot: Ballot, slot: Slot, value: Value, committed: Option<Slot> },
     /// Phase 2b. When not `ok`, `ballot` is the acceptor's own.
     Accepted { ballot: Ballot, slot: Slot, ok: bool },
     /// The leader's periodic commit message.

@@ -104,6 +104,9 @@ pub enum Action {
     HandleGcDone { from: ReplicaId, ballot: Ballot, expired: bool },
     /// Leader due for a collection: hands leadership to `to` and steps down.
     TransferLeadership { to: ReplicaId, ballot: Ballot },
+    /// An `Accept` of the leader of `ballot` carried its last executed
+    /// (`Config::commit_on_accept`): `committed` as a heartbeat's would.
+    LearnCommit { from: ReplicaId, ballot: Ballot, leader_last_executed: Slot, committed: Vec<Slot> },
     /// The leader of `ballot` asked this follower to start an election.
     HandleTimeoutNow { from: ReplicaId, ballot: Ballot },
     /// Pre-vote (`Config::pre_vote`): the election timer expired; the

@@ -630,6 +630,8 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_handoff_grace: s.gc_handoff_grace,
         gc_grant_after_grace: s.gc_grant_after_grace,
         gc_handoff_promise: s.gc_handoff_promise,
+        gc_handoff_eager: s.gc_handoff_eager,
+        commit_on_accept: s.commit_on_accept,
         pre_vote: s.pre_vote,
         session_limit: s.session_limit,
         session_tombstones: s.session_tombstones,

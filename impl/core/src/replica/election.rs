@@ -224,11 +224,12 @@ impl Replica {
         if !records.is_empty() {
             self.persist(records, out);
         }
-        for (slot, value, committed) in replay {
+        let leader_committed = self.accept_committed();
+        for (slot, value, done) in replay {
             for &p in &peers {
-                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone() } });
+                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone(), committed: leader_committed } });
             }
-            if !committed {
+            if !done {
                 self.after_persist(Deferred::SelfVote { ballot, slot }, out);
             }
         }

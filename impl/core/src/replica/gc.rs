@@ -399,7 +399,10 @@ impl Replica {
         let Some(l) = self.role.as_leader() else { return };
         let Some((target, since)) = l.gc.transfer else { return };
         let caught_up = l.votes.values().all(|v| v.ids.contains(target));
-        if caught_up || now >= since + wait {
+        // Eager: the promise `TimeoutNow` carries holds the slots in
+        // flight, so the target's merge recovers them without the wait.
+        let eager = self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise;
+        if caught_up || now >= since + wait || eager {
             self.complete_transfer(out);
         }
     }
@@ -411,8 +414,20 @@ impl Replica {
         let promise = if self.cfg.gc_handoff_promise { self.handoff_promise() } else { None };
         let Some(l) = self.role.as_leader_mut() else { return };
         let Some((to, _)) = l.gc.transfer.take() else { return };
-        let pending: Vec<_> = l.pending.drain(..).collect();
+        let mut pending: Vec<_> = l.pending.drain(..).collect();
         let reads = std::mem::take(&mut l.reads);
+        if self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise && !self.cfg.commit_on_accept {
+            // Slots still in flight commit under the next leader, and this
+            // replica would learn so only at its next heartbeat: their
+            // clients retry there with the same (client, seq) (a duplicate
+            // executes once). With `commit_on_accept` it learns at the
+            // next `Accept` and answers them itself.
+            for slot in l.votes.keys() {
+                if let Some(inst) = self.log.get(*slot) {
+                    pending.extend(inst.value.requests().iter().cloned());
+                }
+            }
+        }
         for req in pending {
             if self.waiting.remove(&(req.client, req.seq)) {
                 let reply = Reply::Redirect { leader: Some(to) };
