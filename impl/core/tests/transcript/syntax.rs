@@ -76,7 +76,12 @@ pub fn message(m: &Message) -> String {
             instances(entries),
             s.as_deref().map_or("none".to_owned(), snapshot)
         ),
-        Message::Accept { ballot, slot, value: v } => format!("Accept ballot={ballot} slot={slot} value={}", value(v)),
+        Message::Accept { ballot, slot, value: v, committed: None } => {
+            format!("Accept ballot={ballot} slot={slot} value={}", value(v))
+        }
+        Message::Accept { ballot, slot, value: v, committed: Some(c) } => {
+            format!("Accept ballot={ballot} slot={slot} value={} committed={c}", value(v))
+        }
         Message::Accepted { ballot, slot, ok } => format!("Accepted ballot={ballot} slot={slot} ok={ok}"),
         Message::Heartbeat { ballot, last_executed, global_last_executed } => format!(
             "Heartbeat ballot={ballot} last_executed={last_executed} global_last_executed={global_last_executed}"
@@ -358,6 +363,7 @@ impl Fields {
                 ballot,
                 slot: self.slot("slot")?,
                 value: self.value.clone().ok_or("missing value=")?,
+                committed: self.num("committed").ok().map(Slot),
             },
             "Accepted" => Message::Accepted { ballot, slot: self.slot("slot")?, ok: ok()? },
             "Heartbeat" => Message::Heartbeat {
