@@ -111,6 +111,10 @@ enum Cmd {
         /// Tombstones of evicted sessions kept (Config::session_tombstones).
         #[arg(long)]
         session_tombstones: Option<usize>,
+        /// The fast hand-off: Config::gc_handoff_promise, gc_handoff_eager
+        /// and commit_on_accept.
+        #[arg(long)]
+        fast_handoff: bool,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -146,6 +150,14 @@ enum Cmd {
         /// Clients per seed (with --session-limit: more than the bound).
         #[arg(long)]
         clients: Option<usize>,
+        /// The fast hand-off on every seed: Config::gc_handoff_promise,
+        /// gc_handoff_eager and commit_on_accept (the last applies to
+        /// every seed, coordinated or not).
+        #[arg(long)]
+        fast_handoff: bool,
+        /// Config::gc_grant_after_grace on every seed.
+        #[arg(long)]
+        grant_after_grace: bool,
     },
     /// Runs per second of 10-virtual-second runs with load and GC pauses.
     Bench {
@@ -504,9 +516,29 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json, pre_vote, session_limit, session_tombstones } => {
+        Cmd::Run {
+            seed,
+            scenario: name,
+            trace,
+            duration,
+            rate,
+            validate,
+            export_history,
+            format,
+            bug,
+            summary_json,
+            pre_vote,
+            session_limit,
+            session_tombstones,
+            fast_handoff,
+        } => {
             let mut s = scenario(&name, seed)?;
             s.pre_vote |= pre_vote;
+            if fast_handoff {
+                s.gc_handoff_promise = true;
+                s.gc_handoff_eager = true;
+                s.commit_on_accept = true;
+            }
             if let Some(l) = session_limit {
                 s.session_limit = l.max(1);
             }
@@ -562,7 +594,18 @@ fn main() -> Result<()> {
             let out = stutter_sim::run_traced(s, seed, Box::new(std::io::BufWriter::new(std::io::stdout())));
             eprintln!("trace hash {:016x}, {} violation(s)", out.trace_hash, out.violations.len());
         }
-        Cmd::Swarm { seeds, bug, fail_fast, duration, jobs, session_limit, session_tombstones, clients } => {
+        Cmd::Swarm {
+            seeds,
+            bug,
+            fail_fast,
+            duration,
+            jobs,
+            session_limit,
+            session_tombstones,
+            clients,
+            fast_handoff,
+            grant_after_grace,
+        } => {
             let (a, b) = parse_range(&seeds)?;
             let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
             let t = Instant::now();
@@ -582,6 +625,16 @@ fn main() -> Result<()> {
                 }
                 if let Some(d) = duration {
                     s.duration = (d * 1e6) as u64;
+                }
+                if fast_handoff {
+                    s.gc_handoff_promise = true;
+                    s.gc_handoff_eager = true;
+                    s.commit_on_accept = true;
+                    s.name += "+fast-handoff";
+                }
+                if grant_after_grace {
+                    s.gc_grant_after_grace = true;
+                    s.name += "+grant-after-grace";
                 }
                 let out = stutter_sim::run(s.clone(), seed);
                 out.violations.first().map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))

@@ -485,7 +485,7 @@ impl World {
         if self.s.memory.coordinated {
             let mark = match ev.action {
                 Action::GcDue { .. } => Some(GcMark::Due),
-                Action::TransferLeadership { to, .. } => Some(GcMark::HandOff { to }),
+                Action::TransferLeadership { to, .. } | Action::TransferWithPromise { to, .. } => Some(GcMark::HandOff { to }),
                 Action::BecomeLeader { .. } => Some(GcMark::Elected),
                 Action::Collect { granted } => Some(GcMark::Collect { granted }),
                 Action::GcDone => Some(GcMark::Done),

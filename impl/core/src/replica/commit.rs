@@ -201,7 +201,7 @@ impl Replica {
     /// The commit point an `Accept` carried (`Config::commit_on_accept`):
     /// applied as a heartbeat's, without its reply (the `Accepted` is one)
     /// and only when it commits something.
-    pub(super) fn learn_commit(&mut self, from: ReplicaId, b: Ballot, lle: Slot, out: &mut Vec<Output>) {
+    pub(super) fn learn_commit(&mut self, from: ReplicaId, b: Ballot, slot: Slot, lle: Slot, out: &mut Vec<Output>) {
         if lle <= self.sm.last_executed {
             return;
         }
@@ -209,7 +209,7 @@ impl Replica {
         if committed.is_empty() {
             return;
         }
-        self.emit(Action::LearnCommit { from, ballot: b, leader_last_executed: lle, committed }, out);
+        self.emit(Action::LearnCommit { from, ballot: b, slot, leader_last_executed: lle, committed }, out);
         self.execute_committed(out);
     }
 

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::io::{Output, Timer};
+use crate::io::{Output, Record, Timer};
 use crate::message::Message;
 use crate::trace::Action;
 use crate::types::{next_ballot, Ballot, Instance, ReplicaId, Reply, Time};
@@ -447,13 +447,18 @@ impl Replica {
                 }
             }
             Some((promised, entries)) => {
-                self.emit(Action::TransferLeadership { to, ballot }, out);
                 self.become_follower(out);
                 // The promise: adopted (persisted, and followed: `to` owns
                 // it) before it leaves, exactly as a `Prepare(promised)`
                 // would be answered. From here this replica rejects its own
                 // old ballot's messages, like any acceptor that promised.
-                self.observe_ballot(promised, out);
+                // One step, traced once (the spec's TransferWithPromise).
+                self.ballot = promised;
+                self.persist(vec![Record::Ballot(promised)], out);
+                if let Some(f) = self.role.as_follower_mut() {
+                    f.leader = Some(to);
+                }
+                self.emit(Action::TransferWithPromise { to, ballot, promised }, out);
                 let msg = Message::TimeoutNow { ballot, promised: Some(promised), entries };
                 self.send_durable(to, msg, out);
             }

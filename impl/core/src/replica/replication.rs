@@ -159,7 +159,7 @@ impl Replica {
         self.send_durable(from, Message::Accepted { ballot: b, slot, ok: true }, out);
         self.emit(Action::HandleAccept { from, ballot: b, slot, ok: true, value: trace_value }, out);
         if let Some(lle) = committed {
-            self.learn_commit(from, b, lle, out);
+            self.learn_commit(from, b, slot, lle, out);
         }
     }
 
@@ -209,7 +209,10 @@ impl Replica {
     /// send go again to the peers that have not acknowledged them.
     pub(super) fn resend_accepts(&mut self, out: &mut Vec<Output>) {
         let (now, ballot, me, n) = (self.now, self.ballot, self.id, self.cfg.n);
-        let committed = self.accept_committed();
+        // A resent accept carries no commit point: the spec (and trace
+        // validation) knows one Accept per slot, with the commit point it
+        // was proposed with; heartbeats carry the newer one.
+        let committed = None;
         let due = self.cfg.heartbeat_interval;
         let RoleState::Leader(l) = &mut self.role else { return };
         for (slot, v) in l.votes.iter_mut().take(self.cfg.catchup_max.max(1)) {

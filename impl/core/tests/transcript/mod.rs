@@ -436,6 +436,7 @@ impl Interp {
                     | Action::BecomeLeader { .. }
                     | Action::StepDown { .. }
                     | Action::TransferLeadership { .. }
+                    | Action::TransferWithPromise { .. }
                     | Action::HandleTimeoutNow { .. }
             );
             if shown {
