@@ -253,19 +253,13 @@ struct SetupArgs {
     /// ask for its grant when its grace ends (Config::gc_grant_after_grace).
     #[arg(long)]
     grant_after_grace: bool,
-    /// With --blade: the old leader hands off with its promise of the
-    /// target's next ballot (Config::gc_handoff_promise).
-    #[arg(long)]
-    handoff_promise: bool,
-    /// With --blade and --handoff-promise: the leader hands off without
-    /// waiting for its target to accept the slots in flight
-    /// (Config::gc_handoff_eager).
-    #[arg(long)]
-    eager_handoff: bool,
-    /// With --blade: every Accept carries the leader's commit point
-    /// (Config::commit_on_accept).
-    #[arg(long)]
-    commit_on_accept: bool,
+    /// With --blade, the hand-off (docs/gc-study.md, "The fast
+    /// hand-off"): `fast` (Config::gc_handoff_promise, gc_handoff_eager
+    /// and commit_on_accept), `wait` (none: the target first accepts the
+    /// slots in flight, then runs a full election), or a comma-separated
+    /// list of `promise`, `eager` (with promise) and `commit`.
+    #[arg(long, value_delimiter = ',', default_value = "fast")]
+    handoff: Vec<String>,
     /// Share of a core each replica gets while it has work (1: cores of
     /// its own; docs/calibration.md).
     #[arg(long, default_value_t = 1.0)]
@@ -312,6 +306,15 @@ impl SetupArgs {
         if !["none", "go", "g1"].contains(&self.model.as_str()) {
             bail!("unknown model {}: none, go or g1", self.model);
         }
+        let mut handoff: Vec<&str> = Vec::new();
+        for h in &self.handoff {
+            match h.as_str() {
+                "fast" => handoff.extend(["promise", "eager", "commit"]),
+                "wait" => {}
+                "promise" | "eager" | "commit" => handoff.push(h.as_str()),
+                other => bail!("unknown --handoff {other}: fast, wait, promise, eager or commit"),
+            }
+        }
         Ok(stutter_sim::study::Setup {
             model: self.model.clone(),
             ratio: self.ratio,
@@ -323,9 +326,9 @@ impl SetupArgs {
             coordinated: self.blade,
             grace_ms: self.grace_ms,
             grant_after_grace: self.grant_after_grace,
-            handoff_promise: self.handoff_promise,
-            eager_handoff: self.eager_handoff,
-            commit_on_accept: self.commit_on_accept,
+            handoff_promise: handoff.contains(&"promise"),
+            eager_handoff: handoff.contains(&"eager"),
+            commit_on_accept: handoff.contains(&"commit"),
             speed: self.speed,
             net_min_us: self.net_min_us,
             net_extra_us: self.net_extra_us,

@@ -500,6 +500,9 @@ impl Replica {
         entries: Vec<Instance>,
         out: &mut Vec<Output>,
     ) {
+        if self.gc.collecting.is_some() {
+            return self.ignore(Ignored::TimeoutNowWhileCollecting);
+        }
         self.emit(Action::HandleTimeoutNow { from, ballot }, out);
         // Only the ballot we are about to campaign at: the promise is for
         // that one exactly.
