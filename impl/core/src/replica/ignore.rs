@@ -75,8 +75,8 @@ impl Ignored {
         Ignored::GcAlreadyDue,
         Ignored::GcNotCollecting,
         Ignored::GcNotGranted,
-        Ignored::PreVoteNotCampaigning,
         Ignored::TimeoutNowWhileCollecting,
+        Ignored::PreVoteNotCampaigning,
     ];
 
     /// The reason as status pages and transcripts print it.
