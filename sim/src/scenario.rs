@@ -208,13 +208,13 @@ pub struct Scenario {
     #[serde(default)]
     pub gc_grant_after_grace: bool,
     /// Config::gc_handoff_promise. Off by default (trace hashes stay);
-    /// `sim study --handoff-promise` turns it on.
+    /// `sim study --blade` turns it on (`--handoff`), and `sim run`/`sim swarm --fast-handoff`.
     #[serde(default)]
     pub gc_handoff_promise: bool,
-    /// Config::gc_handoff_eager (`sim study --eager-handoff`).
+    /// Config::gc_handoff_eager (`sim study --handoff eager`).
     #[serde(default)]
     pub gc_handoff_eager: bool,
-    /// Config::commit_on_accept (`sim study --commit-on-accept`).
+    /// Config::commit_on_accept (`sim study --handoff commit`).
     #[serde(default)]
     pub commit_on_accept: bool,
     /// Config::session_limit. Unbounded by default, so that no session is
