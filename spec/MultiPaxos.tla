@@ -42,9 +42,14 @@ CONSTANTS
     GcCoordination, \* BOOLEAN: Blade-style GC coordination (section GC coordination)
     MaxGc,         \* number of collections that may fall due in a behaviour
     PreVote,       \* BOOLEAN: pre-vote and leader stickiness (section Pre-vote)
-    Partition      \* BOOLEAN: a bridge partition may cut one follower from a
+    Partition,     \* BOOLEAN: a bridge partition may cut one follower from a
                    \* settled leader, and leases expire only when the leader is
                    \* unreachable (section Pre-vote)
+    HandOffPromise, \* BOOLEAN: a hand-off may carry the old leader's promise of
+                   \* the target's ballot (Config::gc_handoff_promise, section
+                   \* GC coordination)
+    CommitOnAccept \* BOOLEAN: an Accept carries its leader's last executed,
+                   \* which followers commit with (Config::commit_on_accept)
 
 VARIABLES
     ballot,        \* ballot[r]: promised ballot
@@ -465,6 +470,10 @@ Reject(r, m) ==
 \* (HandlePromise of the implementation only records them: a stutter here).
 Promises(r, b, Q) == {m \in msgs : m.type = "Promise" /\ m.to = r /\ m.bal = b /\ m.from \in Q}
 
+\* The commit point an Accept carries: its leader's last executed with
+\* CommitOnAccept (LearnCommit), else none (0).
+AcceptLE(le) == IF CommitOnAccept THEN le ELSE 0
+
 BecomeLeaderWith(r, Q) ==
     /\ up[r] /\ r \notin Q
     /\ \E b \in Ballots :
@@ -499,7 +508,7 @@ BecomeLeaderWith(r, Q) ==
              /\ GcElected(r, Q)
              /\ UNCHANGED <<up, gle, owner, chosen, crashes>>
              /\ Out(r, {Msg("Accept", r, Broadcast, LeaderBallot(r, b), s, newlog[s].val,
-                            0, 0, NoEntries, NoSnap) : s \in (le + 1)..top}, {})
+                            AcceptLE(le), 0, NoEntries, NoSnap) : s \in (le + 1)..top}, {})
 
 \* The code becomes leader on the first majority of promises; without
 \* FineSteps, on all promises that arrived (fewer states).
@@ -540,7 +549,7 @@ ProposeValue(r, v) ==
     /\ LET s == LastIndex(r) + 1 IN
        /\ log' = [log EXCEPT ![r] = Put(@, trimmed[r], s, [bal |-> ballot[r], val |-> v, com |-> FALSE])]
        /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
-       /\ Out(r, {Msg("Accept", r, Broadcast, ballot[r], s, v, 0, 0, NoEntries, NoSnap)}, {})
+       /\ Out(r, {Msg("Accept", r, Broadcast, ballot[r], s, v, AcceptLE(lastExecuted[r]), 0, NoEntries, NoSnap)}, {})
 
 Propose(r) == \E c \in Commands : ProposeValue(r, c)
 
@@ -630,6 +639,20 @@ HandleHeartbeat(r, m) ==
                         THEN {Msg("HeartbeatReply", r, m.from, m.bal, 0, NoVal,
                                   ExecUpTo(lastExecuted[r], newlog), 0, NoEntries, NoSnap)}
                         ELSE {})
+
+\* CommitOnAccept: a follower at the ballot of an Accept commits with the
+\* last executed it carries (m.le), as with a heartbeat's; the Accepted
+\* it sent is the only answer.  Taken only when it commits something (the
+\* core traces it only then).
+LearnCommit(r, m) ==
+    /\ CommitOnAccept /\ up[r] /\ m.type = "Accept" /\ For(r, m)
+    /\ m.bal = ballot[r] /\ role[r] = "Follower" /\ m.le > lastExecuted[r]
+    /\ LET C == HBCommits(r, m) IN
+       /\ C # {}
+       /\ log' = [log EXCEPT ![r] = [s \in DOMAIN log[r] |->
+                                       IF s \in C THEN [log[r][s] EXCEPT !.com = TRUE] ELSE log[r][s]]]
+    /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec,
+                   msgs, owner, chosen, votes, crashes, dur, pend>>
 
 \* The leader records the follower's progress and recomputes the global
 \* last executed over the followers it heard from recently (H: the code
@@ -919,13 +942,57 @@ TransferTargetOK(l, t) ==
     /\ up[t] /\ role[t] = "Follower" /\ ballot[t] = ballot[l] /\ ~Paused(t)
     /\ \A s \in DOMAIN log[l] : log[l][s] # Empty =>
           At(log[t], s).bal = log[l][s].bal /\ At(log[t], s).val = log[l][s].val
-TransferLeadership(l) == \E t \in Replicas : TransferTargetOK(l, t) /\ TransferTo(l, t)
 
-\* The chosen follower campaigns at once, remembering who handed off.
+\* HandOffPromise (Config::gc_handoff_promise): as TransferTo, and the
+\* leader first promises b, the ballot t will campaign at (b is t's from
+\* here: owner), exactly as it would answer t's Prepare(b): it adopts b
+\* (durably: both messages wait for the write) and sends t that promise,
+\* its instances above the last executed t reported (peerLE; a lower
+\* figure only carries more), with the TimeoutNow (whose slot field names
+\* b).  The core sends the two as one message.  Not when it trimmed beyond
+\* that point (the core then hands off without a promise).  No wait for t
+\* to hold the slots in flight (the core's gc_handoff_eager): the promise
+\* carries them.  MUTATION POINT (mutants/handoff_promise_not_adopted.tla):
+\* HandOffAdopts, the old leader adopts b and so stops leading at its own
+\* ballot.
+HandOffAdopts == TRUE
+TransferWithPromiseAt(l, t, b) ==
+    /\ GcCoordination /\ HandOffPromise /\ Leads(l) /\ ~Paused(l) /\ gc.due[l]
+    /\ Cardinality(gc.held[l]) < GcBudget
+    /\ t \in Replicas \ ({l} \cup gc.held[l]) /\ \A i \in DOMAIN gc.queue[l] : gc.queue[l][i] # t
+    /\ trimmed[l] <= peerLE[l][t]
+    /\ b \in Ballots /\ b > ballot[l] /\ owner[b] \in {NoOwner, t}
+    /\ owner' = [owner EXCEPT ![b] = t]
+    /\ ballot' = [ballot EXCEPT ![l] = IF HandOffAdopts THEN b ELSE @]
+    /\ role' = [role EXCEPT ![l] = IF HandOffAdopts THEN "Follower" ELSE @]
+    /\ gc' = IF HandOffAdopts THEN [GcStopLeading(gc, l) EXCEPT !.asked[l] = <<NoOwner, 0>>, !.pend[l] = 0]
+             ELSE gc
+    /\ UNCHANGED <<up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, chosen, crashes>>
+    /\ Out(l, {}, {Msg("TimeoutNow", l, t, ballot[l], b, NoVal, 0, 0, NoEntries, NoSnap),
+                   Msg("Promise", l, t, b, 0, NoVal, lastExecuted[l], 0,
+                       EntriesOf(l, peerLE[l][t], LastIndex(l)), NoSnap)})
+\* Without FineSteps only the smallest unused ballot, as StartElection.
+TransferWithPromise(l, t) ==
+    \E b \in Ballots :
+       /\ \/ FineSteps
+          \/ owner[b] = NoOwner /\ \A c \in Ballots : (c > ballot[l] /\ owner[c] = NoOwner) => b <= c
+       /\ TransferWithPromiseAt(l, t, b)
+\* The target of a hand-off with a promise: up, following l's ballot, not
+\* collecting; it need not hold l's log (no wait).
+TransferPromiseTargetOK(l, t) ==
+    up[t] /\ role[t] = "Follower" /\ ballot[t] = ballot[l] /\ ~Paused(t)
+TransferLeadership(l) ==
+    \E t \in Replicas :
+       \/ TransferTargetOK(l, t) /\ TransferTo(l, t)
+       \/ TransferPromiseTargetOK(l, t) /\ TransferWithPromise(l, t)
+
+\* The chosen follower campaigns at once, remembering who handed off;
+\* at the ballot the old leader promised (m.slot) if that is above its
+\* own, and it then counts that promise (BecomeLeader reads it).
 HandleTimeoutNow(r, m) ==
     /\ GcCoordination /\ up[r] /\ ~Paused(r)
     /\ m.type = "TimeoutNow" /\ m.to = r /\ m.bal = ballot[r] /\ role[r] = "Follower"
-    /\ StartElection(r)
+    /\ IF m.slot > ballot[r] THEN StartElectionAt(r, m.slot) ELSE StartElection(r)
     /\ gc' = [gc EXCEPT !.handoff[r] = m.from]
 
 \* MUTATION POINT (mutants/gc_leader_collects.tla): FALSE, a leader never
@@ -1068,7 +1135,7 @@ OtherCoreStep(r) ==
     \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
     \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
     \/ Persist(r) \/ Restart(r)
-    \/ \E m \in msgs : Reject(r, m) \/ HandleHeartbeatReply(r, m)
+    \/ \E m \in msgs : Reject(r, m) \/ HandleHeartbeatReply(r, m) \/ LearnCommit(r, m)
 CoreStep(r) ==
     \/ HearStep(r) /\ PvAfter(r, TRUE)
     \/ OtherCoreStep(r) /\ PvAfter(r, FALSE)

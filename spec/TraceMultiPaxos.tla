@@ -183,6 +183,12 @@ CoreTraceStep(r) ==
                /\ IF ok
                   THEN HandleHeartbeat(r, m) /\ NewlyCommitted(r) = slots /\ Tag(r) /\ Matched(r)
                   ELSE Reject(r, m) /\ UNCHANGED ptags /\ Matched(r)
+      [] Act(E) = "LearnCommit" ->
+            LET frm == F(1) bal == F(2) slot == F(3) lle == F(4) slots == F(5) IN
+            \E m \in Msgs("Accept", frm, r, bal) :
+               /\ m.slot = slot /\ m.le = lle
+               /\ LearnCommit(r, m) /\ NewlyCommitted(r) = slots
+               /\ UNCHANGED ptags /\ Matched(r)
       [] Act(E) = "HandleHeartbeatReply" ->
             LET frm == F(1) bal == F(2) ok == F(3) le == F(4) IN
             IF ok
@@ -233,9 +239,11 @@ CoreTraceStep(r) ==
 CoreVarsButMsgs == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
                      kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 GcEvents == {"GcDue", "RequestGc", "HandleGcRequest", "GrantGc", "HandleGcGrant", "Collect",
-             "GcDone", "HandleGcDone", "TransferLeadership", "HandleTimeoutNow"}
+             "GcDone", "HandleGcDone", "TransferLeadership", "HandleTimeoutNow",
+             "TransferWithPromise"}
 GcTraceStep(r) ==
-    /\ UNCHANGED ptags
+    \* but the one step of them that writes (the promised ballot): tagged
+    /\ IF Act(E) = "TransferWithPromise" THEN TRUE ELSE UNCHANGED ptags
     /\ CASE Act(E) = "GcDue" -> GcDue(r) /\ Matched(r)
          [] Act(E) = "RequestGc" ->
                LET to == F(1) bal == F(2) IN
@@ -267,6 +275,9 @@ GcTraceStep(r) ==
          [] Act(E) = "TransferLeadership" ->
                LET to == F(1) bal == F(2) IN
                bal = ballot[r] /\ TransferTo(r, to) /\ Matched(r)
+         [] Act(E) = "TransferWithPromise" ->
+               LET to == F(1) bal == F(2) promised == F(3) IN
+               bal = ballot[r] /\ TransferWithPromiseAt(r, to, promised) /\ Tag(r) /\ Matched(r)
          [] Act(E) = "HandleTimeoutNow" ->
                \* the StartElection event that follows is the election
                LET frm == F(1) bal == F(2) IN

@@ -116,6 +116,10 @@ enum Cmd {
         /// Clients (as `swarm --clients`, to replay a seed of a bounded swarm).
         #[arg(long)]
         clients: Option<usize>,
+        /// The fast hand-off: Config::gc_handoff_promise, gc_handoff_eager
+        /// and commit_on_accept.
+        #[arg(long)]
+        fast_handoff: bool,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -151,6 +155,14 @@ enum Cmd {
         /// Clients per seed (with --session-limit: more than the bound).
         #[arg(long)]
         clients: Option<usize>,
+        /// The fast hand-off on every seed: Config::gc_handoff_promise,
+        /// gc_handoff_eager and commit_on_accept (the last applies to
+        /// every seed, coordinated or not).
+        #[arg(long)]
+        fast_handoff: bool,
+        /// Config::gc_grant_after_grace on every seed.
+        #[arg(long)]
+        grant_after_grace: bool,
     },
     /// Runs per second of 10-virtual-second runs with load and GC pauses.
     Bench {
@@ -246,6 +258,13 @@ struct SetupArgs {
     /// ask for its grant when its grace ends (Config::gc_grant_after_grace).
     #[arg(long)]
     grant_after_grace: bool,
+    /// With --blade, the hand-off (docs/gc-study.md, "The fast
+    /// hand-off"): `fast` (Config::gc_handoff_promise, gc_handoff_eager
+    /// and commit_on_accept), `wait` (none: the target first accepts the
+    /// slots in flight, then runs a full election), or a comma-separated
+    /// list of `promise`, `eager` (with promise) and `commit`.
+    #[arg(long, value_delimiter = ',', default_value = "fast")]
+    handoff: Vec<String>,
     /// Share of a core each replica gets while it has work (1: cores of
     /// its own; docs/calibration.md).
     #[arg(long, default_value_t = 1.0)]
@@ -292,6 +311,15 @@ impl SetupArgs {
         if !["none", "go", "g1"].contains(&self.model.as_str()) {
             bail!("unknown model {}: none, go or g1", self.model);
         }
+        let mut handoff: Vec<&str> = Vec::new();
+        for h in &self.handoff {
+            match h.as_str() {
+                "fast" => handoff.extend(["promise", "eager", "commit"]),
+                "wait" => {}
+                "promise" | "eager" | "commit" => handoff.push(h.as_str()),
+                other => bail!("unknown --handoff {other}: fast, wait, promise, eager or commit"),
+            }
+        }
         Ok(stutter_sim::study::Setup {
             model: self.model.clone(),
             ratio: self.ratio,
@@ -303,6 +331,9 @@ impl SetupArgs {
             coordinated: self.blade,
             grace_ms: self.grace_ms,
             grant_after_grace: self.grant_after_grace,
+            handoff_promise: handoff.contains(&"promise"),
+            eager_handoff: handoff.contains(&"eager"),
+            commit_on_accept: handoff.contains(&"commit"),
             speed: self.speed,
             net_min_us: self.net_min_us,
             net_extra_us: self.net_extra_us,
@@ -493,9 +524,30 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     match args.cmd {
-        Cmd::Run { seed, scenario: name, trace, duration, rate, validate, export_history, format, bug, summary_json, pre_vote, session_limit, session_tombstones, clients } => {
+        Cmd::Run {
+            seed,
+            scenario: name,
+            trace,
+            duration,
+            rate,
+            validate,
+            export_history,
+            format,
+            bug,
+            summary_json,
+            pre_vote,
+            session_limit,
+            session_tombstones,
+            clients,
+            fast_handoff,
+        } => {
             let mut s = scenario(&name, seed)?;
             s.pre_vote |= pre_vote;
+            if fast_handoff {
+                s.gc_handoff_promise = true;
+                s.gc_handoff_eager = true;
+                s.commit_on_accept = true;
+            }
             if let Some(c) = clients {
                 s.workload.clients = c.max(1);
             }
@@ -554,7 +606,18 @@ fn main() -> Result<()> {
             let out = stutter_sim::run_traced(s, seed, Box::new(std::io::BufWriter::new(std::io::stdout())));
             eprintln!("trace hash {:016x}, {} violation(s)", out.trace_hash, out.violations.len());
         }
-        Cmd::Swarm { seeds, bug, fail_fast, duration, jobs, session_limit, session_tombstones, clients } => {
+        Cmd::Swarm {
+            seeds,
+            bug,
+            fail_fast,
+            duration,
+            jobs,
+            session_limit,
+            session_tombstones,
+            clients,
+            fast_handoff,
+            grant_after_grace,
+        } => {
             let (a, b) = parse_range(&seeds)?;
             let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
             let t = Instant::now();
@@ -574,6 +637,16 @@ fn main() -> Result<()> {
                 }
                 if let Some(d) = duration {
                     s.duration = (d * 1e6) as u64;
+                }
+                if fast_handoff {
+                    s.gc_handoff_promise = true;
+                    s.gc_handoff_eager = true;
+                    s.commit_on_accept = true;
+                    s.name += "+fast-handoff";
+                }
+                if grant_after_grace {
+                    s.gc_grant_after_grace = true;
+                    s.name += "+grant-after-grace";
                 }
                 let out = stutter_sim::run(s.clone(), seed);
                 out.violations.first().map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))

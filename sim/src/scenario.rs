@@ -207,6 +207,16 @@ pub struct Scenario {
     /// `sim study --grant-after-grace` turns it on.
     #[serde(default)]
     pub gc_grant_after_grace: bool,
+    /// Config::gc_handoff_promise. Off by default (trace hashes stay);
+    /// `sim study --blade` turns it on (`--handoff`), and `sim run`/`sim swarm --fast-handoff`.
+    #[serde(default)]
+    pub gc_handoff_promise: bool,
+    /// Config::gc_handoff_eager (`sim study --handoff eager`).
+    #[serde(default)]
+    pub gc_handoff_eager: bool,
+    /// Config::commit_on_accept (`sim study --handoff commit`).
+    #[serde(default)]
+    pub commit_on_accept: bool,
     /// Config::session_limit. Unbounded by default, so that no session is
     /// evicted and the runs (and trace hashes) of every seed stay as they
     /// were before sessions expired; the `sessions` scenario and
@@ -268,6 +278,9 @@ impl Scenario {
             pre_vote: false,
             gc_handoff_grace: default_handoff_grace(),
             gc_grant_after_grace: false,
+            gc_handoff_promise: false,
+            gc_handoff_eager: false,
+            commit_on_accept: false,
             session_limit: unbounded(),
             session_tombstones: 0,
         }

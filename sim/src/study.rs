@@ -37,6 +37,15 @@ pub struct Setup {
     /// With coordination: Config::gc_grant_after_grace.
     #[serde(default)]
     pub grant_after_grace: bool,
+    /// With coordination: Config::gc_handoff_promise.
+    #[serde(default)]
+    pub handoff_promise: bool,
+    /// With coordination: Config::gc_handoff_eager.
+    #[serde(default)]
+    pub eager_handoff: bool,
+    /// With coordination: Config::commit_on_accept.
+    #[serde(default)]
+    pub commit_on_accept: bool,
     /// The share of a core each replica gets while it has work (the
     /// calibrated costs' `speed`): 1 for cores of its own; less to stand
     /// for replicas sharing cores with each other and a load generator,
@@ -114,6 +123,9 @@ impl Setup {
             s.name += "+blade";
             s.gc_handoff_grace = (self.grace_ms * MS as f64) as Time;
             s.gc_grant_after_grace = self.grant_after_grace;
+            s.gc_handoff_promise = self.handoff_promise;
+            s.gc_handoff_eager = self.eager_handoff;
+            s.commit_on_accept = self.commit_on_accept;
         }
         Some(s)
     }

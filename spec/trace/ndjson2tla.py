@@ -132,6 +132,10 @@ FIELDS = {
     "HandleGcDone": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["expired"])],
     "TransferLeadership": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
     "HandleTimeoutNow": lambda e: [str(int(e["from"])), str(int(e["ballot"]))],
+    # Config::gc_handoff_promise and commit_on_accept.
+    "TransferWithPromise": lambda e: [str(int(e["to"])), str(int(e["ballot"])), str(int(e["promised"]))],
+    "LearnCommit": lambda e: [str(int(e["from"])), str(int(e["ballot"])), str(int(e["slot"])),
+                              str(int(e["leader_last_executed"])), setof(e["committed"])],
     # Pre-vote (docs/protocol.md, "Pre-vote").
     "StartPreVote": lambda e: [str(int(e["ballot"]))],
     "HandlePreVote": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
@@ -213,7 +217,7 @@ def message_reads(e, n, sent):
         fine.append(("Promise" if e["ok"] else "Nack", e["from"], e["ballot"], 0))
     elif a == "BecomeLeader":
         fine += [("Promise", q, e["ballot"], 0) for q in e["merged_from"] if q != e["replica"]]
-    elif a == "HandleAccept":
+    elif a in ("HandleAccept", "LearnCommit"):
         fine.append(("Accept", e["from"], e["ballot"], e["slot"]))
     elif a == "HandleAccepted":
         if not e["ok"]:

@@ -64,6 +64,26 @@ pub struct Config {
     /// `GcElected` models; on, trace validation would need that changed
     /// (docs/gc-study.md, "Where the coordinated tail comes from").
     pub gc_grant_after_grace: bool,
+    /// A leader handing off durably promises the target's next ballot
+    /// itself (it follows that ballot from then on, exactly as if it had
+    /// answered the target's `Prepare`) and sends the promise in
+    /// `TimeoutNow`: with 3 replicas the target then needs no `Prepare`
+    /// round, only its own ballot write (docs/protocol.md, "GC
+    /// coordination"). Off: the target runs a full election.
+    pub gc_handoff_promise: bool,
+    /// A leader handing off does not wait for its target to accept the
+    /// slots in flight: it sends `TimeoutNow` at once, and redirects the
+    /// clients of those slots to the target too (they retry there with
+    /// the same `(client, seq)`). Safe only because the promise it then
+    /// carries holds those slots, so it is used only with
+    /// `gc_handoff_promise` (without it, it changes nothing).
+    pub gc_handoff_eager: bool,
+    /// Every `Accept` carries the leader's `last_executed`
+    /// (`Message::Accept::committed`), so that followers learn commits at
+    /// once rather than at the next heartbeat: an old leader that handed
+    /// off then answers its in-flight clients as soon as the new leader
+    /// commits their slots. Off: only heartbeats carry it.
+    pub commit_on_accept: bool,
     /// Pre-vote and leader stickiness (`docs/protocol.md`, "Pre-vote"): a
     /// replica whose election timer fires first asks whether a majority
     /// would promise the ballot it would use, without raising its own; a
@@ -114,6 +134,9 @@ impl Default for Config {
             gc_transfer_wait: 100_000,
             gc_handoff_grace: 250_000,
             gc_grant_after_grace: false,
+            gc_handoff_promise: false,
+            gc_handoff_eager: false,
+            commit_on_accept: false,
             pre_vote: true,
             // Bounded (docs/protocol.md, "Session expiry"): 100,000
             // sessions and 400,000 tombstones (3.2 MB of ids). The

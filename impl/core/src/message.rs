@@ -23,8 +23,11 @@ pub enum Message {
         entries: Vec<Instance>,
         snapshot: Option<Arc<Snapshot>>,
     },
-    /// Phase 2a for one slot.
-    Accept { ballot: Ballot, slot: Slot, value: Value },
+    /// Phase 2a for one slot. With `Config::commit_on_accept`, `committed`
+    /// is the leader's `last_executed`, which the follower applies as it
+    /// does a heartbeat's: it learns commits at the next accept rather
+    /// than the next heartbeat. `None` otherwise.
+    Accept { ballot: Ballot, slot: Slot, value: Value, committed: Option<Slot> },
     /// Phase 2b. When not `ok`, `ballot` is the acceptor's own.
     Accepted { ballot: Ballot, slot: Slot, ok: bool },
     /// The leader's periodic commit message.
@@ -53,8 +56,14 @@ pub enum Message {
     /// The follower's collection is over: the grant is free again.
     GcDone { ballot: Ballot },
     /// The leader of `ballot`, about to collect, tells the follower it
-    /// chose to start an election at once (no randomized wait).
-    TimeoutNow { ballot: Ballot },
+    /// chose to start an election at once (no randomized wait). With
+    /// `Config::gc_handoff_promise`, `promised` is the target's next ballot,
+    /// which the old leader has durably promised, and `entries` that
+    /// promise's content (its instances above the target's last executed,
+    /// as it knows it): the target counts it as a `Promise` of the old
+    /// leader for that ballot, so with 3 replicas it leads without a
+    /// `Prepare` round. `None` and empty otherwise.
+    TimeoutNow { ballot: Ballot, promised: Option<Ballot>, entries: Vec<Instance> },
     /// Pre-vote: would the receiver promise `ballot`, the ballot the sender
     /// would campaign at, were it a `Prepare`, and has it lost its leader?
     /// Changes no state at the receiver, not even its ballot.
@@ -80,7 +89,7 @@ impl Message {
             | Message::GcRequest { ballot }
             | Message::GcGrant { ballot }
             | Message::GcDone { ballot }
-            | Message::TimeoutNow { ballot }
+            | Message::TimeoutNow { ballot, .. }
             | Message::PreVote { ballot }
             | Message::PreVoteReply { ballot, .. } => *ballot,
         }

@@ -105,6 +105,15 @@ pub enum Action {
     HandleGcDone { from: ReplicaId, ballot: Ballot, expired: bool },
     /// Leader due for a collection: hands leadership to `to` and steps down.
     TransferLeadership { to: ReplicaId, ballot: Ballot },
+    /// An `Accept` of the leader of `ballot` carried its last executed
+    /// (`Config::commit_on_accept`): `committed` as a heartbeat's would.
+    /// `slot` is the Accept's.
+    LearnCommit { from: ReplicaId, ballot: Ballot, slot: Slot, leader_last_executed: Slot, committed: Vec<Slot> },
+    /// `Config::gc_handoff_promise`: as `TransferLeadership`, and the
+    /// leader of `ballot` adopted `promised`, `to`'s next ballot, whose
+    /// promise `TimeoutNow` carries (traced after the step: its state is
+    /// the follower's at `promised`).
+    TransferWithPromise { to: ReplicaId, ballot: Ballot, promised: Ballot },
     /// The leader of `ballot` asked this follower to start an election.
     HandleTimeoutNow { from: ReplicaId, ballot: Ballot },
     /// Pre-vote (`Config::pre_vote`): the election timer expired; the

@@ -12,7 +12,7 @@ fn accept_of(requests: usize, value_bytes: usize) -> Message {
     let reqs = (0..requests)
         .map(|i| Request::new(1, i as u64, Op::Put { key: format!("key-{i:019}").into(), value: vec![b'v'; value_bytes].into() }))
         .collect();
-    Message::Accept { ballot: Ballot(258), slot: Slot(9), value: Value::Batch(std::sync::Arc::new(reqs)) }
+    Message::Accept { ballot: Ballot(258), slot: Slot(9), value: Value::Batch(std::sync::Arc::new(reqs)), committed: None }
 }
 
 fn main() {

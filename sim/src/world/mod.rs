@@ -490,7 +490,7 @@ impl World {
         if self.s.memory.coordinated {
             let mark = match ev.action {
                 Action::GcDue { .. } => Some(GcMark::Due),
-                Action::TransferLeadership { to, .. } => Some(GcMark::HandOff { to }),
+                Action::TransferLeadership { to, .. } | Action::TransferWithPromise { to, .. } => Some(GcMark::HandOff { to }),
                 Action::BecomeLeader { .. } => Some(GcMark::Elected),
                 Action::Collect { granted } => Some(GcMark::Collect { granted }),
                 Action::GcDone => Some(GcMark::Done),
@@ -634,6 +634,9 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_transfer_wait: 2 * 20 * MS,
         gc_handoff_grace: s.gc_handoff_grace,
         gc_grant_after_grace: s.gc_grant_after_grace,
+        gc_handoff_promise: s.gc_handoff_promise,
+        gc_handoff_eager: s.gc_handoff_eager,
+        commit_on_accept: s.commit_on_accept,
         pre_vote: s.pre_vote,
         session_limit: s.session_limit,
         session_tombstones: s.session_tombstones,

@@ -152,22 +152,7 @@ impl Replica {
             f.leader = Some(from);
             f.last_heard = self.now;
         }
-        let any_ballot = injected!(self.cfg, FollowerCommitAnyBallot);
-        let mut committed = Vec::new();
-        let mut slot = self.sm.last_executed + 1;
-        while slot <= lle {
-            match self.log.get_mut(slot) {
-                Some(inst) if inst.state.is_committed() => {}
-                Some(inst) if inst.ballot == b || any_ballot => {
-                    inst.state = InstanceState::Committed;
-                    committed.push(slot);
-                }
-                // Missing, or of another ballot (a value the leader may
-                // have replaced): the catch-up or the replay brings it.
-                _ => break,
-            }
-            slot += 1;
-        }
+        let committed = self.commit_through(b, lle);
         self.global_last_executed = self.global_last_executed.max(gle);
         // Traced before the executions it enables, which are steps of their own.
         let action = Action::HandleHeartbeat {
@@ -189,6 +174,44 @@ impl Replica {
         self.send_durable(from, msg, out);
         self.maybe_trim(out);
         self.gc_leader_known(out);
+    }
+
+    /// Marks committed the slots up to the leader's `lle` that hold an
+    /// instance of its ballot `b`, in order, stopping at the first that
+    /// does not; returns them.
+    fn commit_through(&mut self, b: Ballot, lle: Slot) -> Vec<Slot> {
+        let any_ballot = injected!(self.cfg, FollowerCommitAnyBallot);
+        let mut committed = Vec::new();
+        let mut slot = self.sm.last_executed + 1;
+        while slot <= lle {
+            match self.log.get_mut(slot) {
+                Some(inst) if inst.state.is_committed() => {}
+                Some(inst) if inst.ballot == b || any_ballot => {
+                    inst.state = InstanceState::Committed;
+                    committed.push(slot);
+                }
+                // Missing, or of another ballot (a value the leader may
+                // have replaced): the catch-up or the replay brings it.
+                _ => break,
+            }
+            slot += 1;
+        }
+        committed
+    }
+
+    /// The commit point an `Accept` carried (`Config::commit_on_accept`):
+    /// applied as a heartbeat's, without its reply (the `Accepted` is one)
+    /// and only when it commits something.
+    pub(super) fn learn_commit(&mut self, from: ReplicaId, b: Ballot, slot: Slot, lle: Slot, out: &mut Vec<Output>) {
+        if lle <= self.sm.last_executed {
+            return;
+        }
+        let committed = self.commit_through(b, lle);
+        if committed.is_empty() {
+            return;
+        }
+        self.emit(Action::LearnCommit { from, ballot: b, slot, leader_last_executed: lle, committed }, out);
+        self.execute_committed(out);
     }
 
     /// The answer to a heartbeat below this replica's ballot: the deposed

@@ -52,7 +52,11 @@ impl Replica {
         }
     }
 
-    pub(super) fn start_election(&mut self, out: &mut Vec<Output>) {
+    /// Raises the ballot and asks the peers for their promises: all of
+    /// them, or with `promised_by` (which promised already, in a
+    /// hand-off's `TimeoutNow`) the others, and none if that promise and
+    /// our own are a majority.
+    pub(super) fn start_election(&mut self, promised_by: Option<ReplicaId>, out: &mut Vec<Output>) {
         let old = std::mem::replace(
             &mut self.role,
             RoleState::Candidate(CandidateState {
@@ -70,7 +74,12 @@ impl Replica {
         self.persist(vec![Record::Ballot(self.ballot)], out);
         self.emit(Action::StartElection { ballot: self.ballot }, out);
         let msg = Message::Prepare { ballot: self.ballot, last_executed: self.sm.last_executed };
-        for p in self.peers().collect::<Vec<_>>() {
+        let mut have = VoteSet::of(self.id);
+        if let Some(p) = promised_by {
+            have.insert(p);
+        }
+        let ask = promised_by.is_none() || !self.quorum.reached(&have);
+        for p in self.peers().filter(|p| ask && !have.contains(*p)).collect::<Vec<_>>() {
             self.send_durable(p, msg.clone(), out);
         }
         self.arm_election(self.now, out);
@@ -222,11 +231,12 @@ impl Replica {
         if !records.is_empty() {
             self.persist(records, out);
         }
-        for (slot, value, committed) in replay {
+        let leader_committed = self.accept_committed();
+        for (slot, value, done) in replay {
             for &p in &peers {
-                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone() } });
+                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone(), committed: leader_committed } });
             }
-            if !committed {
+            if !done {
                 self.after_persist(Deferred::SelfVote { ballot, slot }, out);
             }
         }

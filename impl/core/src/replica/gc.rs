@@ -27,10 +27,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::io::{Output, Timer};
+use crate::io::{Output, Record, Timer};
 use crate::message::Message;
 use crate::trace::Action;
-use crate::types::{Ballot, ReplicaId, Reply, Time};
+use crate::types::{next_ballot, Ballot, Instance, ReplicaId, Reply, Time};
 
 use super::role::RoleState;
 use super::{Ignored, Replica};
@@ -399,7 +399,10 @@ impl Replica {
         let Some(l) = self.role.as_leader() else { return };
         let Some((target, since)) = l.gc.transfer else { return };
         let caught_up = l.votes.values().all(|v| v.ids.contains(target));
-        if caught_up || now >= since + wait {
+        // Eager: the promise `TimeoutNow` carries holds the slots in
+        // flight, so the target's merge recovers them without the wait.
+        let eager = self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise;
+        if caught_up || now >= since + wait || eager {
             self.complete_transfer(out);
         }
     }
@@ -408,10 +411,23 @@ impl Replica {
     /// steps down. The old leader then asks the new one for its grant.
     fn complete_transfer(&mut self, out: &mut Vec<Output>) {
         let ballot = self.ballot;
+        let promise = if self.cfg.gc_handoff_promise { self.handoff_promise() } else { None };
         let Some(l) = self.role.as_leader_mut() else { return };
         let Some((to, _)) = l.gc.transfer.take() else { return };
-        let pending: Vec<_> = l.pending.drain(..).collect();
+        let mut pending: Vec<_> = l.pending.drain(..).collect();
         let reads = std::mem::take(&mut l.reads);
+        if self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise && !self.cfg.commit_on_accept {
+            // Slots still in flight commit under the next leader, and this
+            // replica would learn so only at its next heartbeat: their
+            // clients retry there with the same (client, seq) (a duplicate
+            // executes once). With `commit_on_accept` it learns at the
+            // next `Accept` and answers them itself.
+            for slot in l.votes.keys() {
+                if let Some(inst) = self.log.get(*slot) {
+                    pending.extend(inst.value.requests().iter().cloned());
+                }
+            }
+        }
         for req in pending {
             if self.waiting.remove(&(req.client, req.seq)) {
                 let reply = Reply::Redirect { leader: Some(to) };
@@ -421,11 +437,31 @@ impl Replica {
         for read in reads.into_all() {
             out.push(Output::Reply { client: read.client, seq: read.seq, reply: Reply::Redirect { leader: Some(to) } });
         }
-        out.push(Output::Send { to, msg: Message::TimeoutNow { ballot } });
-        self.emit(Action::TransferLeadership { to, ballot }, out);
-        self.become_follower(out);
-        if let Some(f) = self.role.as_follower_mut() {
-            f.leader = Some(to);
+        match promise {
+            None => {
+                out.push(Output::Send { to, msg: Message::TimeoutNow { ballot, promised: None, entries: Vec::new() } });
+                self.emit(Action::TransferLeadership { to, ballot }, out);
+                self.become_follower(out);
+                if let Some(f) = self.role.as_follower_mut() {
+                    f.leader = Some(to);
+                }
+            }
+            Some((promised, entries)) => {
+                self.become_follower(out);
+                // The promise: adopted (persisted, and followed: `to` owns
+                // it) before it leaves, exactly as a `Prepare(promised)`
+                // would be answered. From here this replica rejects its own
+                // old ballot's messages, like any acceptor that promised.
+                // One step, traced once (the spec's TransferWithPromise).
+                self.ballot = promised;
+                self.persist(vec![Record::Ballot(promised)], out);
+                if let Some(f) = self.role.as_follower_mut() {
+                    f.leader = Some(to);
+                }
+                self.emit(Action::TransferWithPromise { to, ballot, promised }, out);
+                let msg = Message::TimeoutNow { ballot, promised: Some(promised), entries };
+                self.send_durable(to, msg, out);
+            }
         }
         let not_before = self.now + self.cfg.gc_handoff_grace;
         if let Some(due) = self.gc.due.as_mut() {
@@ -436,12 +472,47 @@ impl Replica {
         }
     }
 
-    /// Our leader is about to collect and chose us: campaign now.
-    pub(super) fn on_timeout_now(&mut self, from: ReplicaId, ballot: Ballot, out: &mut Vec<Output>) {
+    /// The leader, handing off to its transfer target, promises the
+    /// target's next ballot: that ballot and the promise's content, its
+    /// instances above the target's last executed as the leader knows it
+    /// (a lower figure than the target's own only carries more). `None`
+    /// when the leader trimmed beyond that point: a promise would then
+    /// need its snapshot, and the target runs a full election instead.
+    fn handoff_promise(&self) -> Option<(Ballot, Vec<Instance>)> {
+        let l = self.role.as_leader()?;
+        let (to, _) = l.gc.transfer?;
+        let known = l.progress.get(&to)?.last_executed;
+        if self.log.trimmed() > known {
+            return None;
+        }
+        let entries = self.log.iter_from(known).cloned().collect();
+        Some((next_ballot(self.ballot, to), entries))
+    }
+
+    /// Our leader is about to collect and chose us: campaign now. With
+    /// the old leader's promise of the ballot we campaign at, that promise
+    /// counts as if it had answered our `Prepare` (which it is not sent).
+    pub(super) fn on_timeout_now(
+        &mut self,
+        from: ReplicaId,
+        ballot: Ballot,
+        promised: Option<Ballot>,
+        entries: Vec<Instance>,
+        out: &mut Vec<Output>,
+    ) {
+        if self.gc.collecting.is_some() {
+            return self.ignore(Ignored::TimeoutNowWhileCollecting);
+        }
         self.emit(Action::HandleTimeoutNow { from, ballot }, out);
-        self.start_election(out);
+        // Only the ballot we are about to campaign at: the promise is for
+        // that one exactly.
+        let carried = promised.filter(|b| *b == next_ballot(self.ballot, self.id));
+        self.start_election(carried.map(|_| from), out);
         if let RoleState::Candidate(c) = &mut self.role {
             c.handed_off = Some(from);
+        }
+        if carried.is_some_and(|b| b == self.ballot) {
+            self.on_promise(from, entries, None, out);
         }
     }
 

@@ -44,7 +44,7 @@ impl Replica {
         if self.cfg.pre_vote {
             self.start_pre_vote(out)
         } else {
-            self.start_election(out)
+            self.start_election(None, out)
         }
     }
 
@@ -112,7 +112,7 @@ impl Replica {
             // `start_election` raises the ballot to `next_ballot(ballot)`:
             // the one the round asked about, as our ballot has not moved
             // (a raise would have ended the round).
-            self.start_election(out);
+            self.start_election(None, out);
         }
     }
 }

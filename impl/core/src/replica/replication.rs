@@ -105,6 +105,7 @@ impl Replica {
             let value = Value::Batch(Arc::new(batch));
             let slot = self.log.last_index() + 1;
             let ballot = self.ballot;
+            let committed = self.cfg.commit_on_accept.then_some(self.sm.last_executed);
             l.votes.insert(slot, Votes { ids: VoteSet::default(), sent: self.now });
             self.log.put(crate::types::Instance {
                 slot,
@@ -117,14 +118,29 @@ impl Replica {
                 self.emit(Action::Propose { slot, value: value_ids(&value) }, out);
             }
             for p in self.peers().collect::<Vec<_>>() {
-                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone() } });
+                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone(), committed } });
             }
             self.after_persist(Deferred::SelfVote { ballot, slot }, out);
         }
     }
 
-    /// `Accept` at a ballot the ballot rule let through, at a follower.
-    pub(super) fn on_accept(&mut self, from: ReplicaId, b: Ballot, slot: Slot, value: Value, out: &mut Vec<Output>) {
+    /// What an `Accept` carries as the leader's commit point
+    /// (`Config::commit_on_accept`).
+    pub(super) fn accept_committed(&self) -> Option<Slot> {
+        self.cfg.commit_on_accept.then_some(self.sm.last_executed)
+    }
+
+    /// `Accept` at a ballot the ballot rule let through, at a follower;
+    /// then the commit point it carries, if any, as a heartbeat's.
+    pub(super) fn on_accept(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        slot: Slot,
+        value: Value,
+        committed: Option<Slot>,
+        out: &mut Vec<Output>,
+    ) {
         if let Some(f) = self.role.as_follower_mut() {
             f.leader = Some(from);
             f.last_heard = self.now;
@@ -143,6 +159,9 @@ impl Replica {
         }
         self.send_durable(from, Message::Accepted { ballot: b, slot, ok: true }, out);
         self.emit(Action::HandleAccept { from, ballot: b, slot, ok: true, value: trace_value }, out);
+        if let Some(lle) = committed {
+            self.learn_commit(from, b, slot, lle, out);
+        }
     }
 
     /// The answer to an `Accept` below this acceptor's ballot.
@@ -191,6 +210,10 @@ impl Replica {
     /// send go again to the peers that have not acknowledged them.
     pub(super) fn resend_accepts(&mut self, out: &mut Vec<Output>) {
         let (now, ballot, me, n) = (self.now, self.ballot, self.id, self.cfg.n);
+        // A resent accept carries no commit point: the spec (and trace
+        // validation) knows one Accept per slot, with the commit point it
+        // was proposed with; heartbeats carry the newer one.
+        let committed = None;
         let due = self.cfg.heartbeat_interval;
         let RoleState::Leader(l) = &mut self.role else { return };
         for (slot, v) in l.votes.iter_mut().take(self.cfg.catchup_max.max(1)) {
@@ -201,7 +224,7 @@ impl Replica {
             let Some(inst) = self.log.get(*slot) else { continue };
             v.sent = now;
             for p in (0..n as u16).map(|i| i as ReplicaId).filter(|p| *p != me && !v.ids.contains(*p)) {
-                let msg = Message::Accept { ballot, slot: *slot, value: inst.value.clone() };
+                let msg = Message::Accept { ballot, slot: *slot, value: inst.value.clone(), committed };
                 out.push(Output::Send { to: p, msg });
             }
         }

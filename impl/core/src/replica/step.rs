@@ -59,13 +59,13 @@ impl Replica {
                     Verdict::Follow => self.on_prepare(from, ballot, last_executed, out),
                 }
             }
-            Message::Accept { ballot, slot, value } => {
+            Message::Accept { ballot, slot, value, committed } => {
                 let stale = ballot < self.ballot && !injected!(self.cfg, AcceptLowerBallot);
                 let in_range = slot > Slot::ZERO && slot <= self.sm.last_executed + MAX_SLOTS_AHEAD;
                 match self.ballot_rule(ballot, stale, in_range, out) {
                     Verdict::Stale => self.reject_accept(from, ballot, slot, &value, out),
                     Verdict::Ignored => {}
-                    Verdict::Follow => self.on_accept(from, ballot, slot, value, out),
+                    Verdict::Follow => self.on_accept(from, ballot, slot, value, committed, out),
                 }
             }
             Message::Heartbeat { ballot, last_executed, global_last_executed } => {
@@ -133,11 +133,13 @@ impl Replica {
                 Verdict::Ignored => {}
                 Verdict::Follow => self.on_gc_grant(from, ballot, out),
             },
-            Message::TimeoutNow { ballot } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
-                Verdict::Stale => self.ignore(Ignored::StaleBallot),
-                Verdict::Ignored => {}
-                Verdict::Follow => self.on_timeout_now(from, ballot, out),
-            },
+            Message::TimeoutNow { ballot, promised, entries } => {
+                match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
+                    Verdict::Stale => self.ignore(Ignored::StaleBallot),
+                    Verdict::Ignored => {}
+                    Verdict::Follow => self.on_timeout_now(from, ballot, promised, entries, out),
+                }
+            }
             Message::GcRequest { ballot } => {
                 if self.answer_counts(ballot, Role::Leader) {
                     self.on_gc_request(from, ballot, out)

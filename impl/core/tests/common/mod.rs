@@ -35,6 +35,9 @@ pub fn test_config(n: usize) -> Config {
         gc_transfer_wait: 20,
         gc_handoff_grace: 20,
         gc_grant_after_grace: false,
+        gc_handoff_promise: false,
+        gc_handoff_eager: false,
+        commit_on_accept: false,
         // The transcripts written before pre-vote keep their elections;
         // prevote.txt and the property tests turn it on.
         pre_vote: false,

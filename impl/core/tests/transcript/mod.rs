@@ -355,6 +355,9 @@ impl Interp {
                 "gc_transfer_wait" => cfg.gc_transfer_wait = duration(v)?,
                 "gc_handoff_grace" => cfg.gc_handoff_grace = duration(v)?,
                 "gc_grant_after_grace" => cfg.gc_grant_after_grace = v == "true",
+                "gc_handoff_promise" => cfg.gc_handoff_promise = v == "true",
+                "gc_handoff_eager" => cfg.gc_handoff_eager = v == "true",
+                "commit_on_accept" => cfg.commit_on_accept = v == "true",
                 "pre_vote" => cfg.pre_vote = v == "true",
                 other => return Err(format!("unknown config '{other}'")),
             }
@@ -433,6 +436,7 @@ impl Interp {
                     | Action::BecomeLeader { .. }
                     | Action::StepDown { .. }
                     | Action::TransferLeadership { .. }
+                    | Action::TransferWithPromise { .. }
                     | Action::HandleTimeoutNow { .. }
             );
             if shown {

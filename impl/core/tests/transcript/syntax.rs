@@ -78,7 +78,12 @@ pub fn message(m: &Message) -> String {
             instances(entries),
             s.as_deref().map_or("none".to_owned(), snapshot)
         ),
-        Message::Accept { ballot, slot, value: v } => format!("Accept ballot={ballot} slot={slot} value={}", value(v)),
+        Message::Accept { ballot, slot, value: v, committed: None } => {
+            format!("Accept ballot={ballot} slot={slot} value={}", value(v))
+        }
+        Message::Accept { ballot, slot, value: v, committed: Some(c) } => {
+            format!("Accept ballot={ballot} slot={slot} value={} committed={c}", value(v))
+        }
         Message::Accepted { ballot, slot, ok } => format!("Accepted ballot={ballot} slot={slot} ok={ok}"),
         Message::Heartbeat { ballot, last_executed, global_last_executed } => format!(
             "Heartbeat ballot={ballot} last_executed={last_executed} global_last_executed={global_last_executed}"
@@ -96,7 +101,10 @@ pub fn message(m: &Message) -> String {
         Message::GcRequest { ballot } => format!("GcRequest ballot={ballot}"),
         Message::GcGrant { ballot } => format!("GcGrant ballot={ballot}"),
         Message::GcDone { ballot } => format!("GcDone ballot={ballot}"),
-        Message::TimeoutNow { ballot } => format!("TimeoutNow ballot={ballot}"),
+        Message::TimeoutNow { ballot, promised: None, .. } => format!("TimeoutNow ballot={ballot}"),
+        Message::TimeoutNow { ballot, promised: Some(p), entries } => {
+            format!("TimeoutNow ballot={ballot} promised={p} entries={}", instances(entries))
+        }
         Message::PreVote { ballot } => format!("PreVote ballot={ballot}"),
         Message::PreVoteReply { ballot, ok } => format!("PreVoteReply ballot={ballot} ok={ok}"),
     }
@@ -362,6 +370,7 @@ impl Fields {
                 ballot,
                 slot: self.slot("slot")?,
                 value: self.value.clone().ok_or("missing value=")?,
+                committed: self.num("committed").ok().map(Slot),
             },
             "Accepted" => Message::Accepted { ballot, slot: self.slot("slot")?, ok: ok()? },
             "Heartbeat" => Message::Heartbeat {
@@ -381,7 +390,11 @@ impl Fields {
             "GcRequest" => Message::GcRequest { ballot },
             "GcGrant" => Message::GcGrant { ballot },
             "GcDone" => Message::GcDone { ballot },
-            "TimeoutNow" => Message::TimeoutNow { ballot },
+            "TimeoutNow" => Message::TimeoutNow {
+                ballot,
+                promised: self.num("promised").ok().map(Ballot),
+                entries: self.entries.clone().unwrap_or_default(),
+            },
             "PreVote" => Message::PreVote { ballot },
             "PreVoteReply" => Message::PreVoteReply { ballot, ok: ok()? },
             other => return Err(format!("unknown or unwritable message '{other}'")),

@@ -540,7 +540,7 @@ mod tests {
         use stutter_core::{Request, Value};
         let put = |k: &str, v: &str| Request::new(1, 1, Op::Put { key: Bytes::from(k.to_string()), value: Bytes::from(v.to_string()) });
         let get = Request::new(2, 1, Op::Get { key: Bytes::from_static(b"key") });
-        let m = Message::Accept { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), value: Value::Batch(std::sync::Arc::new(vec![put("ab", "cdef"), get])) };
+        let m = Message::Accept { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), value: Value::Batch(std::sync::Arc::new(vec![put("ab", "cdef"), get])), committed: None };
         assert_eq!(message_payload(&m), (2, 9));
         assert_eq!(message_payload(&Message::Heartbeat { ballot: stutter_core::Ballot(1), last_executed: stutter_core::Slot(0), global_last_executed: stutter_core::Slot(0) }), (0, 0));
     }
