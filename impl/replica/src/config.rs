@@ -37,6 +37,7 @@
 //!                         # for the protocol's grant, a leader hands off first
 //! handoff_grace_ms = 250  # after a hand-off, how long the old leader
 //!                         # redirects its clients before it collects
+//! handoff = "fast"        # with coordination: fast (the default) | wait
 //! ```
 
 use std::net::SocketAddr;
@@ -190,6 +191,14 @@ pub struct Gc {
     /// gc_handoff_grace). Longer than most clients' gap between requests,
     /// or the clients that sent nothing meanwhile wait out its pause.
     pub handoff_grace_ms: Option<u64>,
+    /// With coordination, how a leader hands off: `fast` (the default:
+    /// `TimeoutNow` carries the old leader's promise, is sent at once, and
+    /// every `Accept` carries the commit point; Config::
+    /// gc_handoff_promise, gc_handoff_eager, commit_on_accept) or `wait`
+    /// (the target is brought up to date first and runs a full election;
+    /// docs/gc-study.md, "The fast hand-off"). Every replica of a cluster
+    /// must agree: the messages differ.
+    pub handoff: Option<String>,
 }
 
 impl Gc {
@@ -213,6 +222,15 @@ impl Gc {
         })
     }
 
+    /// Whether a coordinated hand-off is the fast one (`handoff`).
+    pub fn fast_handoff(&self) -> Result<bool> {
+        match self.handoff.as_deref().unwrap_or("fast") {
+            "fast" => Ok(self.coordinated.unwrap_or(false)),
+            "wait" => Ok(false),
+            other => bail!("[gc] handoff {other:?}: fast or wait"),
+        }
+    }
+
     pub fn cores(&self) -> f64 {
         self.cores.unwrap_or(1.0)
     }
@@ -232,6 +250,7 @@ impl Gc {
         if self.memory_limit_mib == Some(0) {
             bail!("[gc] memory_limit_mib must be positive");
         }
+        self.fast_handoff()?;
         Ok(())
     }
 }
@@ -328,6 +347,7 @@ impl ClusterConfig {
         let d = stutter_core::Config::default();
         let p = &self.protocol;
         let ms = |v: Option<u64>, default: u64| v.map_or(default, |m| m * 1000);
+        let fast = self.gc.fast_handoff().unwrap_or(false);
         stutter_core::Config {
             n: self.n(),
             heartbeat_interval: ms(p.heartbeat_ms, d.heartbeat_interval),
@@ -341,6 +361,10 @@ impl ClusterConfig {
             trim_grace: ms(p.trim_grace_ms, d.trim_grace),
             gc_coordination: self.gc.coordinated.unwrap_or(false),
             gc_handoff_grace: ms(self.gc.handoff_grace_ms, d.gc_handoff_grace),
+            // `validate` refused any other value.
+            gc_handoff_promise: fast,
+            gc_handoff_eager: fast,
+            commit_on_accept: fast,
             pre_vote: p.pre_vote.unwrap_or(d.pre_vote),
             // TOML has no integer as large as `usize::MAX`: 0 stands for it.
             session_limit: match p.session_limit {
@@ -465,6 +489,15 @@ mod tests {
         assert!(with_security("[gc]\nmodel = \"zgc\"\n").validate().is_err());
         assert!(with_security("[gc]\nmodel = \"g1\"\ngogc = 100\n").validate().is_err());
         assert!(with_security("[gc]\nmodel = \"go\"\ncores = 0.0\n").validate().is_err());
+        // Coordinated hand-offs are fast unless `handoff = "wait"`; without
+        // coordination nothing changes.
+        let fast = with_security("[gc]\nmodel = \"go\"\ncoordinated = true\n").core_config();
+        assert!(fast.gc_coordination && fast.gc_handoff_promise && fast.gc_handoff_eager && fast.commit_on_accept);
+        let wait = with_security("[gc]\nmodel = \"go\"\ncoordinated = true\nhandoff = \"wait\"\n").core_config();
+        assert!(wait.gc_coordination && !wait.gc_handoff_promise && !wait.gc_handoff_eager && !wait.commit_on_accept);
+        let plain = with_security("[gc]\nmodel = \"go\"\n").core_config();
+        assert!(!plain.gc_handoff_promise && !plain.commit_on_accept);
+        assert!(with_security("[gc]\nmodel = \"go\"\nhandoff = \"eager\"\n").validate().is_err());
         assert!(toml::from_str::<ClusterConfig>("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[gc]\nheap = 1\n").is_err());
     }
 
