@@ -78,16 +78,6 @@ pub struct Config {
     /// carries holds those slots, so it is used only with
     /// `gc_handoff_promise` (without it, it changes nothing).
     pub gc_handoff_eager: bool,
-    /// With `gc_handoff_eager`: a follower is an eager hand-off's target
-    /// only if it acknowledged this leader (`Accepted` or
-    /// `HeartbeatReply`) within this long. A follower silent for longer
-    /// may be in a pause of its own, and an eager `TimeoutNow` would leave
-    /// the slots in flight and the redirected clients waiting through it.
-    /// Without a fresh follower the leader hands off as without
-    /// `gc_handoff_eager`: it waits until its target has accepted the
-    /// slots in flight. About a round trip under load; unused without
-    /// `gc_handoff_eager` and `gc_handoff_promise`.
-    pub gc_handoff_fresh: Time,
     /// Every `Accept` carries the leader's `last_executed`
     /// (`Message::Accept::committed`), so that followers learn commits at
     /// once rather than at the next heartbeat: an old leader that handed
@@ -146,7 +136,6 @@ impl Default for Config {
             gc_grant_after_grace: false,
             gc_handoff_promise: false,
             gc_handoff_eager: false,
-            gc_handoff_fresh: 2_000,
             commit_on_accept: false,
             pre_vote: true,
             // Bounded (docs/protocol.md, "Session expiry"): 100,000

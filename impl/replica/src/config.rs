@@ -364,7 +364,6 @@ impl ClusterConfig {
             // `validate` refused any other value.
             gc_handoff_promise: fast,
             gc_handoff_eager: fast,
-            gc_handoff_fresh: d.gc_handoff_fresh,
             commit_on_accept: fast,
             pre_vote: p.pre_vote.unwrap_or(d.pre_vote),
             // TOML has no integer as large as `usize::MAX`: 0 stands for it.

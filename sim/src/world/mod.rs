@@ -636,7 +636,6 @@ pub fn core_config(s: &Scenario) -> Config {
         gc_grant_after_grace: s.gc_grant_after_grace,
         gc_handoff_promise: s.gc_handoff_promise,
         gc_handoff_eager: s.gc_handoff_eager,
-        gc_handoff_fresh: Config::default().gc_handoff_fresh,
         commit_on_accept: s.commit_on_accept,
         pre_vote: s.pre_vote,
         session_limit: s.session_limit,

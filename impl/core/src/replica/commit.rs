@@ -247,7 +247,6 @@ impl Replica {
         };
         p.last_executed = p.last_executed.max(le);
         p.heard = now;
-        p.acked = Some(now);
         let snapshot_sent = p.snapshot_sent;
         let gle = l
             .progress

@@ -212,7 +212,7 @@ impl Replica {
         let peers: Vec<ReplicaId> = self.peers().collect();
         let progress = peers
             .iter()
-            .map(|p| (*p, Progress { last_executed: Slot::ZERO, heard: self.now, acked: None, snapshot_sent: None }))
+            .map(|p| (*p, Progress { last_executed: Slot::ZERO, heard: self.now, snapshot_sent: None }))
             .collect();
         self.role = RoleState::Leader(Box::new(LeaderState {
             votes,

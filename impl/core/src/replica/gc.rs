@@ -74,24 +74,13 @@ impl Held {
     }
 }
 
-/// A leader's hand-off in progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Transfer {
-    pub to: ReplicaId,
-    pub since: Time,
-    /// `TimeoutNow` leaves without waiting for `to` to accept the slots in
-    /// flight (`Config::gc_handoff_eager`, and `to` acknowledged within
-    /// `gc_handoff_fresh`).
-    pub eager: bool,
-}
-
 /// The leader's side: the grants it holds, its queue, its own hand-off.
 #[derive(Debug, Default)]
 pub(super) struct Coordinator {
     pub collecting: BTreeMap<ReplicaId, Held>,
     pub queue: VecDeque<ReplicaId>,
-    /// Handing leadership to a follower.
-    pub transfer: Option<Transfer>,
+    /// Handing leadership to this follower, since this time.
+    pub transfer: Option<(ReplicaId, Time)>,
     /// The old leader that handed off to this one (at this time), in its
     /// grace and not yet asking for its grant (`Config::
     /// gc_grant_after_grace`): not a hand-off target until it asks, or
@@ -367,35 +356,28 @@ impl Replica {
 
     /// Chooses the most up-to-date follower heard from recently and not
     /// collecting, and stops proposing. Without one, the leader waits (and
-    /// collects forced at its deadline). With the eager hand-off it hands
-    /// off at once only if that follower acknowledged within
-    /// `gc_handoff_fresh`; otherwise it waits, as without the eager switch,
-    /// for the follower to accept the slots in flight (a follower silent
-    /// that long may be in a pause of its own).
+    /// collects forced at its deadline).
     fn start_transfer(&mut self, out: &mut Vec<Output>) {
         let (now, timeout) = (self.now, self.cfg.election_timeout);
         let grace = self.cfg.gc_handoff_grace.saturating_add(self.cfg.gc_wait_max);
-        let eager_on = self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise;
-        let fresh = self.cfg.gc_handoff_fresh;
         let Some(l) = self.role.as_leader_mut() else { return };
         let in_grace = l.gc.in_grace.filter(|(_, since)| now < since.saturating_add(grace)).map(|(p, _)| p);
         // Not a replica collecting or waiting to (it would hand straight
         // back).
-        let candidates = l.progress.iter().filter(|(p, pr)| {
-            pr.heard.saturating_add(timeout) >= now
-                && !l.gc.collecting.contains_key(*p)
-                && !l.gc.queue.contains(*p)
-                && in_grace != Some(**p)
-        });
-        // The most up-to-date, as without the eager switch; eager only if
-        // it answered lately.
-        let target = candidates.max_by_key(|(p, pr)| (pr.last_executed, std::cmp::Reverse(**p))).map(|(p, pr)| {
-            let fresh = pr.acked.is_some_and(|t| t.saturating_add(fresh) >= now);
-            (*p, eager_on && fresh)
-        });
+        let target = l
+            .progress
+            .iter()
+            .filter(|(p, pr)| {
+                pr.heard.saturating_add(timeout) >= now
+                    && !l.gc.collecting.contains_key(*p)
+                    && !l.gc.queue.contains(*p)
+                    && in_grace != Some(**p)
+            })
+            .max_by_key(|(p, pr)| (pr.last_executed, std::cmp::Reverse(**p)))
+            .map(|(p, _)| *p);
         match target {
-            Some((t, eager)) => {
-                l.gc.transfer = Some(Transfer { to: t, since: now, eager });
+            Some(t) => {
+                l.gc.transfer = Some((t, now));
                 self.advance_transfer(out);
             }
             None => {
@@ -415,10 +397,11 @@ impl Replica {
     pub(super) fn advance_transfer(&mut self, out: &mut Vec<Output>) {
         let (now, wait) = (self.now, self.cfg.gc_transfer_wait);
         let Some(l) = self.role.as_leader() else { return };
-        let Some(Transfer { to, since, eager }) = l.gc.transfer else { return };
-        let caught_up = l.votes.values().all(|v| v.ids.contains(to));
+        let Some((target, since)) = l.gc.transfer else { return };
+        let caught_up = l.votes.values().all(|v| v.ids.contains(target));
         // Eager: the promise `TimeoutNow` carries holds the slots in
         // flight, so the target's merge recovers them without the wait.
+        let eager = self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise;
         if caught_up || now >= since + wait || eager {
             self.complete_transfer(out);
         }
@@ -430,10 +413,10 @@ impl Replica {
         let ballot = self.ballot;
         let promise = if self.cfg.gc_handoff_promise { self.handoff_promise() } else { None };
         let Some(l) = self.role.as_leader_mut() else { return };
-        let Some(Transfer { to, eager, .. }) = l.gc.transfer.take() else { return };
+        let Some((to, _)) = l.gc.transfer.take() else { return };
         let mut pending: Vec<_> = l.pending.drain(..).collect();
         let reads = std::mem::take(&mut l.reads);
-        if eager && !self.cfg.commit_on_accept {
+        if self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise && !self.cfg.commit_on_accept {
             // Slots still in flight commit under the next leader, and this
             // replica would learn so only at its next heartbeat: their
             // clients retry there with the same (client, seq) (a duplicate
@@ -497,7 +480,7 @@ impl Replica {
     /// need its snapshot, and the target runs a full election instead.
     fn handoff_promise(&self) -> Option<(Ballot, Vec<Instance>)> {
         let l = self.role.as_leader()?;
-        let to = l.gc.transfer?.to;
+        let (to, _) = l.gc.transfer?;
         let known = l.progress.get(&to)?.last_executed;
         if self.log.trimmed() > known {
             return None;

@@ -47,7 +47,7 @@ impl Replica {
             let budget = self.gc_budget();
             ensure!(l.gc.used() <= budget, "{} replicas counted as collecting, budget {budget}", l.gc.used());
             ensure!(!l.gc.collecting.contains_key(&self.id), "the leader holds a grant of its own");
-            if let Some(to) = l.gc.transfer.map(|t| t.to) {
+            if let Some((to, _)) = l.gc.transfer {
                 ensure!(to != self.id, "hand-off to itself");
             }
         }

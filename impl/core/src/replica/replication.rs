@@ -175,10 +175,6 @@ impl Replica {
 
     /// An acceptance of this leader's current ballot.
     pub(super) fn on_accepted(&mut self, from: ReplicaId, slot: Slot, out: &mut Vec<Output>) {
-        let now = self.now;
-        if let Some(p) = self.role.as_leader_mut().and_then(|l| l.progress.get_mut(&from)) {
-            p.acked = Some(now);
-        }
         let committed = self.add_vote(from, slot);
         self.emit(Action::HandleAccepted { from, ballot: self.ballot, slot, ok: true, committed }, out);
         if committed {

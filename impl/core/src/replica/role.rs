@@ -51,10 +51,6 @@ pub(super) struct CandidateState {
 pub(super) struct Progress {
     pub last_executed: Slot,
     pub heard: Time,
-    /// When it last acknowledged this leader (`Accepted`, `HeartbeatReply`):
-    /// whether it is running now, for an eager hand-off's choice of target
-    /// (`Config::gc_handoff_fresh`). `None` until its first.
-    pub acked: Option<Time>,
     pub snapshot_sent: Option<Time>,
 }
 

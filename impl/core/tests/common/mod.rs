@@ -37,7 +37,6 @@ pub fn test_config(n: usize) -> Config {
         gc_grant_after_grace: false,
         gc_handoff_promise: false,
         gc_handoff_eager: false,
-        gc_handoff_fresh: stutter_core::Config::default().gc_handoff_fresh,
         commit_on_accept: false,
         // The transcripts written before pre-vote keep their elections;
         // prevote.txt and the property tests turn it on.

@@ -357,7 +357,6 @@ impl Interp {
                 "gc_grant_after_grace" => cfg.gc_grant_after_grace = v == "true",
                 "gc_handoff_promise" => cfg.gc_handoff_promise = v == "true",
                 "gc_handoff_eager" => cfg.gc_handoff_eager = v == "true",
-                "gc_handoff_fresh" => cfg.gc_handoff_fresh = duration(v)?,
                 "commit_on_accept" => cfg.commit_on_accept = v == "true",
                 "pre_vote" => cfg.pre_vote = v == "true",
                 other => return Err(format!("unknown config '{other}'")),
