@@ -48,8 +48,12 @@ CONSTANTS
     HandOffPromise, \* BOOLEAN: a hand-off may carry the old leader's promise of
                    \* the target's ballot (Config::gc_handoff_promise, section
                    \* GC coordination)
-    CommitOnAccept \* BOOLEAN: an Accept carries its leader's last executed,
+    CommitOnAccept, \* BOOLEAN: an Accept carries its leader's last executed,
                    \* which followers commit with (Config::commit_on_accept)
+    MaxSessions,   \* bound of the session table (session_limit), 0 = none
+                   \* (section Sessions)
+    Registrations  \* number of Register requests (nonces 1..Registrations),
+                   \* and of registered ids clients use (section Sessions)
 
 VARIABLES
     ballot,        \* ballot[r]: promised ballot
@@ -79,7 +83,17 @@ vars == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
 
 Slots    == 1..NumSlots
 Ballots  == 1..MaxBallot                    \* overridden by trace validation
-Commands == Clients \X (1..MaxSeq)          \* <<client, seq>>
+\* Registered client ids are assigned by the log (section Sessions):
+\* RegBase + 0, RegBase + 1, ... (2^63 + k in the code, which TLC's
+\* integers do not reach; the trace converter maps 2^63 + k here).  A
+\* model's clients use the first Registrations of them.
+RegBase  == 1000000
+RegIds   == {RegBase + j : j \in 0..(Registrations - 1)}
+\* A Register request: seq 0 is reserved for it; n is a nonce that only
+\* routes the reply (no session is kept for it).
+Register(n) == <<n, 0>>
+Commands == ((Clients \cup RegIds) \X (1..MaxSeq))   \* <<client, seq>>
+            \cup {Register(n) : n \in 1..Registrations}
 Noop     == <<"noop", 0>>
 Values   == Commands \cup {Noop}
 NoVal    == <<"none", 0>>
@@ -96,7 +110,14 @@ Min2(a, b) == IF a < b THEN a ELSE b
 Msg(t, f, to, b, s, v, le, g, ents, sn) ==
     [type |-> t, from |-> f, to |-> to, bal |-> b, slot |-> s, val |-> v,
      le |-> le, gle |-> g, entries |-> ents, snap |-> sn]
-NoSnap    == [le |-> 0, kv |-> <<>>, sessions |-> [c \in Clients |-> 0], exec |-> <<>>]
+\* The session table (section Sessions): seq[c] the highest seq of client c
+\* executed (legacy clients, Clients: always in the domain, 0 = none;
+\* registered ids: in the domain while they have a session, seq 0 after
+\* Register), at[c] the slot that last executed a request of c (kept only
+\* with a bound: 0 without, so that unbounded models have the states they
+\* had), registered the number of Register requests executed.
+NoSessions == [seq |-> [c \in Clients |-> 0], at |-> [c \in Clients |-> 0], registered |-> 0]
+NoSnap    == [le |-> 0, kv |-> <<>>, sessions |-> NoSessions, exec |-> <<>>]
 Broadcast == "all"
 
 Send(m)  == msgs' = msgs \cup {m}
@@ -144,17 +165,73 @@ CurrentSnap(r) == [le |-> lastExecuted[r], kv |-> kv[r], sessions |-> sessions[r
 \* at-most-once needs (mutants/install_forgets_sessions.tla).
 InstalledSessions(r, sn) == sn.sessions
 
-\* Executing value v: each request of it at most once per (client, seq).
+(***************************************************************************)
+(* Sessions                                                                *)
+(***************************************************************************)
+\* Executing value v in slot s applies each request of it at most once per
+\* (client, seq), as the core's state machine (impl/core/src/sessions.rs;
+\* docs/protocol.md, "Session expiry"), Raft-style registration included:
+\*  - Register (seq 0) assigns the id RegBase + registered, counts it, and
+\*    creates its session at seq 0 (nothing is applied to the key-value
+\*    state; a Register executed again assigns another id);
+\*  - a request <<c, q>> of a client with a session is applied iff q is
+\*    above the session's seq;
+\*  - a legacy client (Clients) without a session gets one (today's rule);
+\*  - a registered id without a session is not applied: expired if the log
+\*    assigned it (c < RegBase + registered), an unknown client if not.
+\* With MaxSessions > 0, recording a session for a client without one when
+\* MaxSessions exist first evicts the least recently executed session
+\* (smallest slot of its last execution, ties by smaller client id); an
+\* evicted registered id leaves nothing behind, an evicted legacy client
+\* goes back to seq 0.  Tombstones and the retry flag are not modelled.
 \* Requests, Applied and ExecHistory are overridden by trace validation,
 \* whose values are batches and which does not track the key-value state.
 Requests(v) == IF v = Noop THEN <<>> ELSE <<v>>
-RECURSIVE ApplyReqs(_, _, _)
-ApplyReqs(k, ss, reqs) ==
-    IF reqs = <<>> THEN [kv |-> k, sessions |-> ss]
+IsRegister(c) == c[2] = 0
+HasSession(ss, c) == IF c \in Clients THEN ss.seq[c] > 0 ELSE c \in DOMAIN ss.seq
+Live(ss) == {c \in DOMAIN ss.seq : HasSession(ss, c)}
+NumSessions(ss) == Cardinality(Live(ss))
+\* The session evicted to make room: a model's batches hold one request, so
+\* two sessions never share a slot there (and legacy ids, model values,
+\* are never compared by <).
+Victim(ss) ==
+    CHOOSE c \in Live(ss) : \A d \in Live(ss) :
+       d = c \/ ss.at[c] < ss.at[d] \/ (ss.at[c] = ss.at[d] /\ c < d)
+Evict(ss, c) ==
+    IF c \in Clients THEN [ss EXCEPT !.seq[c] = 0, !.at[c] = 0]
+    ELSE [ss EXCEPT !.seq = [x \in DOMAIN @ \ {c} |-> @[x]], !.at = [x \in DOMAIN @ \ {c} |-> @[x]]]
+\* Room for one more session.
+MakeRoom(ss) ==
+    IF MaxSessions > 0 /\ NumSessions(ss) >= MaxSessions THEN Evict(ss, Victim(ss)) ELSE ss
+\* Client c's session at seq q, last executed in slot s.
+SetSession(ss, c, q, s) ==
+    LET at == IF MaxSessions > 0 THEN s ELSE 0 IN
+    IF c \in Clients THEN [ss EXCEPT !.seq[c] = q, !.at[c] = at]
+    ELSE [ss EXCEPT !.seq = (c :> q) @@ @, !.at = (c :> at) @@ @]
+
+\* MUTATION POINT (mutants/expired_session_executes.tla): a request of a
+\* registered id c without a session is applied, as a new client's.
+ExpiredApplies(ss, c) == FALSE
+
+\* The requests reqs executed in slot s, after the key-value state k and
+\* the session table ss: the new k and ss, and n, how many were applied
+\* (a Register counts).
+RECURSIVE ApplyReqs(_, _, _, _, _)
+ApplyReqs(k, ss, n, reqs, s) ==
+    IF reqs = <<>> THEN [kv |-> k, sessions |-> ss, n |-> n]
     ELSE LET c == Head(reqs) IN
-         IF c[2] > ss[c[1]] THEN ApplyReqs(Append(k, c), [ss EXCEPT ![c[1]] = c[2]], Tail(reqs))
-         ELSE ApplyReqs(k, ss, Tail(reqs))
-Applied(r, v) == ApplyReqs(kv[r], sessions[r], Requests(v))
+         IF IsRegister(c)
+         THEN LET ss1 == MakeRoom(ss) IN
+              ApplyReqs(k, SetSession([ss1 EXCEPT !.registered = @ + 1], RegBase + ss.registered, 0, s),
+                        n + 1, Tail(reqs), s)
+         ELSE IF HasSession(ss, c[1])
+         THEN IF c[2] > ss.seq[c[1]]
+              THEN ApplyReqs(Append(k, c), SetSession(ss, c[1], c[2], s), n + 1, Tail(reqs), s)
+              ELSE ApplyReqs(k, ss, n, Tail(reqs), s)          \* duplicate or stale
+         ELSE IF c[1] \in Clients \/ ExpiredApplies(ss, c[1])
+         THEN ApplyReqs(Append(k, c), SetSession(MakeRoom(ss), c[1], c[2], s), n + 1, Tail(reqs), s)
+         ELSE ApplyReqs(k, ss, n, Tail(reqs), s)               \* expired or unknown
+Applied(r, v) == ApplyReqs(kv[r], sessions[r], 0, Requests(v), lastExecuted[r] + 1)
 ExecHistory(e, v) == Append(e, v)
 \* The history of leader commits after commit c (overridden by trace
 \* validation, which checks no invariant that reads it).
@@ -403,7 +480,7 @@ Init ==
     /\ peerLE = [r \in Replicas |-> [p \in Replicas |-> 0]]
     /\ snap = [r \in Replicas |-> NoSnap]
     /\ kv = [r \in Replicas |-> <<>>]
-    /\ sessions = [r \in Replicas |-> [c \in Clients |-> 0]]
+    /\ sessions = [r \in Replicas |-> NoSessions]
     /\ exec = [r \in Replicas |-> <<>>]
     /\ msgs = {}
     /\ owner = [b \in Ballots |-> NoOwner]
@@ -551,7 +628,16 @@ ProposeValue(r, v) ==
        /\ UNCHANGED <<ballot, role, up, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, crashes>>
        /\ Out(r, {Msg("Accept", r, Broadcast, ballot[r], s, v, AcceptLE(lastExecuted[r]), 0, NoEntries, NoSnap)}, {})
 
-Propose(r) == \E c \in Commands : ProposeValue(r, c)
+\* Any command may be proposed at any time, again too (a delayed original,
+\* a deposed leader's), but a registered id only once its client learned
+\* it: some replica executed its Register (its reply carries the id).
+\* (Read from the replicas' executed state and snapshots, which a crash
+\* may set back: a client that learned an id from a replica that lost it
+\* again is not modelled, nor needed by a model without crashes.)
+Issued(c) == \E r \in Replicas : c - RegBase < Max2(sessions[r].registered, snap[r].sessions.registered)
+\* (IF, not \/: TLC explores every disjunct of an action as a branch.)
+Proposable(c) == IF IsRegister(c) \/ c[1] \in Clients THEN TRUE ELSE Issued(c[1])
+Propose(r) == \E c \in Commands : Proposable(c) /\ ProposeValue(r, c)
 
 \* Store the instance unless the slot is committed, executed or trimmed.
 HandleAccept(r, m) ==
@@ -1163,8 +1249,14 @@ SymmetryRC == Permutations(Replicas) \cup Permutations(Clients)
 (* Invariants                                                              *)
 (***************************************************************************)
 Roles == {"Follower", "Candidate", "Leader"}
-Snaps == [le : 0..NumSlots, kv : Seq(Commands), sessions : [Clients -> 0..MaxSeq],
-          exec : Seq(Values)]
+\* A session table: legacy clients always in it, registered ids only those
+\* the log assigned, seqs within MaxSeq, the bound kept.
+SessionsOK(ss) ==
+    /\ DOMAIN ss.at = DOMAIN ss.seq /\ Clients \subseteq DOMAIN ss.seq
+    /\ ss.registered \in 0..NumSlots
+    /\ \A c \in DOMAIN ss.seq \ Clients : c \in RegBase..(RegBase + ss.registered - 1)
+    /\ \A c \in DOMAIN ss.seq : ss.seq[c] \in 0..MaxSeq /\ ss.at[c] \in 0..NumSlots
+    /\ MaxSessions > 0 => NumSessions(ss) <= MaxSessions
 
 TypeOK ==
     /\ ballot \in [Replicas -> {0} \cup Ballots]
@@ -1178,7 +1270,7 @@ TypeOK ==
     /\ trimmed \in [Replicas -> 0..NumSlots]
     /\ gle \in [Replicas -> 0..NumSlots]
     /\ \A r \in Replicas : Len(exec[r]) = lastExecuted[r]
-    /\ sessions \in [Replicas -> [Clients -> 0..MaxSeq]]
+    /\ \A r \in Replicas : SessionsOK(sessions[r]) /\ SessionsOK(snap[r].sessions)
     /\ owner \in [Ballots -> Replicas \cup {NoOwner}]
     /\ crashes \in 0..MaxCrashes
     /\ votes.base + Len(votes.at) <= NumSlots
@@ -1213,9 +1305,15 @@ CommittedSurvivesElection ==
           \/ c.slot <= lastExecuted[r] /\ exec[r][c.slot] = c.val
           \/ At(log[r], c.slot) # Empty /\ log[r][c.slot].val = c.val
 
-\* A (client, seq) is applied at most once to the key-value state.
+\* A (client, seq), seq >= 1, is applied at most once to the key-value
+\* state of a replica.  kv[r] is the sequence of every request applied in
+\* r's executed prefix: a snapshot carries it and a restart or an install
+\* takes it, so this holds across snapshots and restarts too.  (Register
+\* requests, seq 0, are not applied to it: executed again, one assigns
+\* another id.)
 AtMostOnce ==
-    \A r \in Replicas : \A i, j \in DOMAIN kv[r] : i # j => kv[r][i] # kv[r][j]
+    \A r \in Replicas : \A i, j \in DOMAIN kv[r] :
+       i # j /\ kv[r][i][2] >= 1 => kv[r][i] # kv[r][j]
 
 \* The log never drops an instance that is not executed.
 TrimmedExecuted == \A r \in Replicas : trimmed[r] <= lastExecuted[r]

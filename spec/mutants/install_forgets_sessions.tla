@@ -4,5 +4,5 @@
 \* EXPECT: ExecutedPrefixesAgree
 \* OVERRIDE: InstalledSessions <- MutInstalledSessions
 EXTENDS MultiPaxos
-MutInstalledSessions(r, sn) == [c \in Clients |-> 0]
+MutInstalledSessions(r, sn) == NoSessions
 ====

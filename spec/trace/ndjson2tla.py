@@ -14,6 +14,14 @@ Noop accordingly); TraceRequests lists the <<client, seq>> requests of
 each, with clients numbered 1, 2, ..., so that the trace spec can keep
 every replica's session table and judge at-most-once execution.
 
+Registration (MultiPaxos.tla, section Sessions): a request [nonce, 0] is
+a Register (seq 0 is reserved for it; the nonce only routes the reply and
+becomes 0 here), and the log assigns registered ids 2^63 + k, which the
+spec computes from its counter: they become REG_BASE + k (the spec's
+RegBase), not numbers of first appearance.  The bound of the session
+table (session_limit) is read from the `limit` field of the events'
+`sessions` summaries (absent: unbounded, as every trace before it).
+
 Usage: ndjson2tla.py TRACE.ndjson OUTDIR   -> OUTDIR/TraceData.tla
 Prints the number of events; exits 2 on input it cannot read.
 """
@@ -24,11 +32,28 @@ ROLES = {"Follower", "Candidate", "Leader"}
 
 # Batches numbered 1, 2, ... in order of first appearance; the empty one
 # (a no-op) is 0.  Client ids of the real node exceed TLC's integers (so
-# do their sums): clients are numbered 1, 2, ... in order of first
-# appearance, which keeps session tables comparable.
+# do their sums): legacy clients (ids below 2^63) are numbered 1, 2, ...
+# in the order of their ids (which the eviction order's tie-break reads),
+# which keeps session tables comparable; registered ids 2^63 + k become
+# REG_BASE + k.
 BATCHES = {(): 0}
 CLIENTS = {}
 TLC_MAX = 2**31 - 1
+REG_ID = 2**63        # the core's first registered id
+REG_BASE = 1000000    # MultiPaxos.tla's RegBase
+LIMITS = set()        # the session bounds the trace reports
+
+
+def client(c, q):
+    """TLA+ text of the client of request [c, q]."""
+    if q == 0:
+        return "0"                    # a Register: the nonce is not read
+    if c >= REG_ID:
+        k = c - REG_ID
+        if REG_BASE + k > TLC_MAX:
+            raise ValueError(f"registered id 2^63 + {k} is outside TLC's integers")
+        return str(REG_BASE + k)
+    return str(CLIENTS[c])
 
 
 def small(x, what):
@@ -46,21 +71,29 @@ def val(v):
     if key not in BATCHES:
         BATCHES[key] = len(BATCHES)
         for c, q in key:
-            CLIENTS.setdefault(c, len(CLIENTS) + 1)
+            if q != 0 and c < REG_ID:
+                CLIENTS.setdefault(c, 0)
             small(q, "sequence number")
     return str(BATCHES[key])
+
+
+def number_clients():
+    """Number the legacy clients 1, 2, ... in the order of their ids."""
+    for i, c in enumerate(sorted(CLIENTS), 1):
+        CLIENTS[c] = i
 
 
 def requests_table():
     """TLA+ text of TraceRequests: the requests of batch v at index v + 1."""
     return "<<" + ",\n  ".join(
-        "<<" + ", ".join(f"<<{CLIENTS[c]}, {q}>>" for c, q in key) + ">>"
+        "<<" + ", ".join(f"<<{client(c, q)}, {q}>>" for c, q in key) + ">>"
         for key, _ in sorted(BATCHES.items(), key=lambda kv: kv[1])) + ">>"
 
 
 def sessions(e):
     """The session table summary of an event: clients, sum of seqs."""
     s = e["sessions"]
+    LIMITS.add(int(s.get("limit", 0) or 0))
     return [small(s["clients"], "session count"), small(s["seq_sum"], "sum of session seqs")]
 
 
@@ -348,6 +381,9 @@ def main():
                 e = json.loads(line)
                 events.append(e)
         recs = [record(e) for e in events]
+        number_clients()
+        if len(LIMITS) > 1:
+            raise ValueError(f"sessions summaries report several bounds: {sorted(LIMITS)}")
     except (OSError, ValueError, KeyError, TypeError) as err:
         print(f"ndjson2tla: {src}: {err}", file=sys.stderr)
         sys.exit(2)
@@ -374,6 +410,8 @@ def main():
         out.write(f"TraceBallots == {setof(ballots) if ballots else '{}'}\n")
         out.write(f"TraceNumSlots == {max(slots) + 1}\n")
         out.write(f"TraceClients == 1..{len(CLIENTS)}\n")
+        out.write("\\* The bound of the session table (0: none), from the sessions summaries.\n")
+        out.write(f"TraceMaxSessions == {max(LIMITS | {0})}\n")
         out.write("\\* Pre-vote on: the trace holds a pre-vote event.\n")
         out.write(f"TracePreVote == {b(pre_vote)}\n")
         out.write("\\* The <<client, seq>> requests of batch v, at index v + 1.\n")
