@@ -58,6 +58,11 @@ impl Bounds {
         self.sessions.max(1)
     }
 
+    /// The bound on sessions as traces report it: `None` when unbounded.
+    pub fn limit(&self) -> Option<u64> {
+        (self.sessions != usize::MAX).then(|| self.sessions() as u64)
+    }
+
     fn tombstones(&self) -> usize {
         if self.tombstones == 0 {
             self.sessions().saturating_mul(TOMBSTONES_PER_SESSION)

@@ -147,12 +147,13 @@ impl Snapshot {
         Outcome::Applied(reply)
     }
 
-    /// The session table as traces report it (O(clients): built for trace
-    /// events only).
-    pub fn sessions_summary(&self) -> SessionsSummary {
+    /// The session table as traces report it, with its bound (O(clients):
+    /// built for trace events only).
+    pub fn sessions_summary(&self, bounds: Bounds) -> SessionsSummary {
         SessionsSummary {
             clients: self.sessions.len() as u64,
             seq_sum: self.sessions.iter().fold(0u64, |sum, (_, s)| sum.wrapping_add(s.seq)),
+            limit: bounds.limit(),
         }
     }
 

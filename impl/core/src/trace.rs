@@ -22,10 +22,24 @@ pub fn value_ids(v: &Value) -> ValueIds {
 /// spec keeps the table itself and recomputes both, so that a session
 /// table that drifts from the log (a retry executed twice, a snapshot
 /// installed without its sessions) is rejected where it happens.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// `limit` is the table's bound (`Config::session_limit`), absent when
+/// unbounded: the trace spec evicts as the table does only if it knows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsSummary {
     pub clients: u64,
     pub seq_sum: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// Without `limit`, a setting rather than a step's outcome, so that run
+/// fingerprints (`sim/src/trace_hash.rs`, the pinned `traces/seeds.txt`)
+/// do not depend on whether traces report it.
+impl std::hash::Hash for SessionsSummary {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.clients.hash(h);
+        self.seq_sum.hash(h);
+    }
 }
 
 /// One slot as a trace reports it.

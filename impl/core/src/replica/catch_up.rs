@@ -90,7 +90,7 @@ impl Replica {
         let le = snap.last_executed;
         let record = self.install_snapshot(snap, out);
         self.persist(vec![record], out);
-        self.emit(Action::InstallSnapshot { from, last_executed: le, sessions: self.sm.sessions_summary() }, out);
+        self.emit(Action::InstallSnapshot { from, last_executed: le, sessions: self.sm.sessions_summary(self.session_bounds()) }, out);
         self.execute_committed(out);
     }
 

@@ -25,7 +25,7 @@ fn request_bytes(req: &Request) -> u64 {
 }
 
 impl Replica {
-    fn session_bounds(&self) -> Bounds {
+    pub(super) fn session_bounds(&self) -> Bounds {
         Bounds { sessions: self.cfg.session_limit, tombstones: self.cfg.session_tombstones }
     }
 
@@ -79,7 +79,7 @@ impl Replica {
             self.sm.digest = digest_step(self.sm.digest, slot, &value);
             self.sm.last_executed = slot;
             if self.cfg.trace {
-                let sessions = self.sm.sessions_summary();
+                let sessions = self.sm.sessions_summary(self.session_bounds());
                 self.emit(Action::Execute { slot, value: value_ids(&value), applied, sessions }, out);
             }
         }

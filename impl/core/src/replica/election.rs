@@ -240,7 +240,7 @@ impl Replica {
                 self.after_persist(Deferred::SelfVote { ballot, slot }, out);
             }
         }
-        let sessions = if self.cfg.trace { self.sm.sessions_summary() } else { SessionsSummary::default() };
+        let sessions = if self.cfg.trace { self.sm.sessions_summary(self.session_bounds()) } else { SessionsSummary::default() };
         self.emit(Action::BecomeLeader { ballot, merged_from, snapshot_from, entries: summaries, sessions }, out);
         self.execute_committed(out);
         self.send_heartbeats(out);

@@ -278,7 +278,7 @@ impl Replica {
             f.last_heard = self.now;
         }
         if self.recovered {
-            self.emit(Action::Recover { sessions: self.sm.sessions_summary() }, out);
+            self.emit(Action::Recover { sessions: self.sm.sessions_summary(self.session_bounds()) }, out);
         }
         self.arm_election(self.now, out);
     }
