@@ -328,6 +328,10 @@ impl Clients {
                 self.set_timeout(c, now + 20 * MS, seq, attempt, out);
             }
             Reply::Stale => self.complete(c, idx, Outcome::Fail("stale".into()), now, rng, out),
+            // Never for a request of ours: a definite rejection.
+            Reply::UnknownClient => self.complete(c, idx, Outcome::Fail("unknown client".into()), now, rng, out),
+            Reply::Malformed => self.complete(c, idx, Outcome::Fail("malformed".into()), now, rng, out),
+            Reply::Registered { .. } => {}
             Reply::SessionExpired => {
                 // An earlier attempt may have executed: unknown, as a
                 // timeout would be. The old id is never used again.

@@ -52,7 +52,11 @@ pub fn parse_frame(body: &[u8]) -> Event {
                 // The session expired (bounded session table): the outcome
                 // is unknown, and the client id must not be used again.
                 Reply::SessionExpired => Err(CallError::SessionExpired),
-                r @ (Reply::Stale | Reply::Cas { .. }) => Err(CallError::Unexpected(format!("reply {r:?}"))),
+                r @ (Reply::Stale
+                | Reply::Cas { .. }
+                | Reply::Registered { .. }
+                | Reply::UnknownClient
+                | Reply::Malformed) => Err(CallError::Unexpected(format!("reply {r:?}"))),
             };
             Event::Reply { client, seq, result }
         }
