@@ -12,11 +12,18 @@
 //! proposed and leaves the flag as it is. A client whose session expired (the
 //! table is bounded, `Config::session_limit`) records the operation as of
 //! unknown outcome and continues under a new client id, numbering from 1.
+//!
+//! With registration (`Scenario::register`, `sim run/swarm --register`) a
+//! client has the log assign its id: before its first operation, and again
+//! after its session expired, it sends `Op::Register` under a nonce (the id
+//! it would otherwise have used), resent as any request is, and takes the
+//! id of the first `Registered` answer it gets (a resend that also
+//! executed wastes an id).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
-use stutter_core::{ClientId, Op, ReplicaId, Reply, Request, Seq, Time};
+use stutter_core::{ClientId, Op, ReplicaId, Reply, Request, Seq, Time, REGISTERED_BASE};
 use stutter_zipf::Zipf;
 
 use crate::history::{HistOp, Outcome, F};
@@ -41,6 +48,8 @@ pub enum ClientEvent {
     Arrive { r: ReplicaId, op: usize, retry: bool, at: Time },
     /// Client `c`'s timeout entry (one per client, moved to the latest).
     Timeout { c: usize, at: Time },
+    /// A `Register` under `nonce` reaches replica `r` at `at`.
+    Register { r: ReplicaId, nonce: ClientId, retry: bool, at: Time },
 }
 
 struct Client {
@@ -67,8 +76,13 @@ struct Client {
     /// History index of each operation issued, in order.
     ops: Vec<usize>,
     /// Where each id's operations start in `ops`: id number `g` of client
-    /// `c` is `c + 1 + g × clients`.
+    /// `c` is `c + 1 + g × clients` (with registration: the nonce of the
+    /// `Register` that got it).
     generations: Vec<usize>,
+    /// With registration: a `Register` is in flight (under `id`, the nonce).
+    registering: bool,
+    /// With registration: `id` is the one the log assigned.
+    registered: bool,
 }
 
 pub struct Clients {
@@ -91,6 +105,10 @@ pub struct Clients {
     written: BTreeMap<u64, Vec<u64>>,
     zipf: Zipf,
     stop_issuing: Time,
+    /// Clients register before their first operation (`Scenario::register`).
+    register: bool,
+    /// Assigned id ↦ (client index, id number).
+    assigned: BTreeMap<ClientId, (usize, usize)>,
 }
 
 impl Clients {
@@ -114,6 +132,8 @@ impl Clients {
                 timeout_queued: None,
                 ops: Vec::new(),
                 generations: vec![0],
+                registering: false,
+                registered: false,
             })
             .collect();
         Clients {
@@ -131,6 +151,8 @@ impl Clients {
             written: BTreeMap::new(),
             zipf: Zipf::new(s.workload.keys, s.workload.zipf_theta),
             stop_issuing: s.duration,
+            register: s.register,
+            assigned: BTreeMap::new(),
         }
     }
 
@@ -144,6 +166,9 @@ impl Clients {
 
     /// The client index and id number of a client id, if it is one of ours.
     fn owner(&self, id: ClientId) -> Option<(usize, usize)> {
+        if id >= REGISTERED_BASE {
+            return self.assigned.get(&id).copied();
+        }
         let n = self.clients.len() as u64;
         let x = id.checked_sub(1)?;
         let (c, g) = ((x % n.max(1)) as usize, (x / n.max(1)) as usize);
@@ -191,6 +216,19 @@ impl Clients {
             // Operations not started by then are never issued, so that every
             // issued one has the liveness bound to complete after healing.
             self.clients[c].due.clear();
+            return;
+        }
+        if self.register && !self.clients[c].registered {
+            // The operation waits (and is charged the wait) for an id.
+            if !self.clients[c].registering && !self.clients[c].due.is_empty() {
+                let cl = &mut self.clients[c];
+                cl.registering = true;
+                cl.seq = 0;
+                cl.attempt = 0;
+                cl.in_doubt = false;
+                cl.retry = false;
+                self.send_current(c, now, rng, out);
+            }
             return;
         }
         let Some(intended) = self.clients[c].due.pop_front() else { return };
@@ -261,14 +299,21 @@ impl Clients {
     }
 
     fn send_current(&mut self, c: usize, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
-        let Some(idx) = self.clients[c].current else { return };
+        let cl = &self.clients[c];
+        let op = cl.current;
+        if op.is_none() && !cl.registering {
+            return;
+        }
         let cl = &mut self.clients[c];
         cl.attempt += 1;
         cl.retry |= cl.in_doubt;
         cl.in_doubt = true;
-        let (r, seq, attempt, retry) = (cl.target, cl.seq, cl.attempt, cl.retry);
+        let (r, seq, attempt, retry, nonce) = (cl.target, cl.seq, cl.attempt, cl.retry, cl.id);
         let at = now + self.delay(rng);
-        out.push(ClientEvent::Arrive { r, op: idx, retry, at });
+        out.push(match op {
+            Some(op) => ClientEvent::Arrive { r, op, retry, at },
+            None => ClientEvent::Register { r, nonce, retry, at },
+        });
         self.set_timeout(c, now + self.client_timeout, seq, attempt, out);
     }
 
@@ -297,7 +342,7 @@ impl Clients {
             return;
         }
         cl.timeout = None;
-        if cl.current.is_some() && cl.seq == seq && cl.attempt == attempt {
+        if (cl.current.is_some() || cl.registering) && cl.seq == seq && cl.attempt == attempt {
             cl.target = ((cl.target as usize + 1) % self.n) as ReplicaId;
             self.send_current(c, now, rng, out);
         }
@@ -306,6 +351,12 @@ impl Clients {
     /// A reply to `(client, seq)` reached client `c`.
     pub fn reply(&mut self, c: usize, (client, seq): (ClientId, Seq), reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
         let cl = &self.clients[c];
+        if cl.registering {
+            if seq == 0 && cl.id == client {
+                self.register_reply(c, reply, now, rng, out);
+            }
+            return;
+        }
         let Some(idx) = cl.current else { return };
         if cl.seq != seq || cl.id != client {
             return;
@@ -328,14 +379,18 @@ impl Clients {
                 self.set_timeout(c, now + 20 * MS, seq, attempt, out);
             }
             Reply::Stale => self.complete(c, idx, Outcome::Fail("stale".into()), now, rng, out),
+            // Never for a request of ours: a definite rejection.
+            Reply::UnknownClient => {
+                self.next_id(c);
+                self.complete(c, idx, Outcome::Fail("unknown client".into()), now, rng, out)
+            }
+            Reply::Malformed => self.complete(c, idx, Outcome::Fail("malformed".into()), now, rng, out),
+            Reply::Registered { .. } => {}
             Reply::SessionExpired => {
                 // An earlier attempt may have executed: unknown, as a
-                // timeout would be. The old id is never used again.
-                let n = self.clients.len() as ClientId;
-                let cl = &mut self.clients[c];
-                cl.generations.push(cl.ops.len());
-                cl.id = c as ClientId + 1 + (cl.generations.len() as ClientId - 1) * n;
-                cl.seq = 0;
+                // timeout would be. The old id is never used again (with
+                // registration, the next operation registers first).
+                self.next_id(c);
                 self.complete(c, idx, Outcome::Unknown("session expired".into()), now, rng, out);
             }
             Reply::Value(v) => {
@@ -352,6 +407,49 @@ impl Clients {
                     self.written.entry(key).or_default().push(v);
                 }
                 self.complete(c, idx, Outcome::Ok { value: 0, cas_ok: ok }, now, rng, out);
+            }
+        }
+    }
+
+    /// Client `c` leaves its id for the next: with registration, the
+    /// nonce of the `Register` its next operation sends first.
+    fn next_id(&mut self, c: usize) {
+        let n = self.clients.len() as ClientId;
+        let cl = &mut self.clients[c];
+        cl.generations.push(cl.ops.len());
+        cl.id = c as ClientId + 1 + (cl.generations.len() as ClientId - 1) * n;
+        cl.seq = 0;
+        cl.registered = false;
+    }
+
+    /// The answer to client `c`'s `Register` in flight.
+    fn register_reply(&mut self, c: usize, reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
+        if reply.is_definite_rejection() {
+            self.clients[c].in_doubt = false;
+        }
+        match reply {
+            Reply::Registered { client } => {
+                let cl = &mut self.clients[c];
+                let g = cl.generations.len() - 1;
+                cl.id = client;
+                cl.seq = 0;
+                cl.registering = false;
+                cl.registered = true;
+                cl.timeout = None;
+                self.assigned.insert(client, (c, g));
+                self.start_op(c, now, rng, out);
+            }
+            Reply::Redirect { leader: Some(l) } if (l as usize) < self.n => {
+                self.clients[c].target = l;
+                self.send_current(c, now, rng, out);
+            }
+            // No leader known, or an answer no register gets: try another
+            // replica a little later.
+            _ => {
+                let t = rng.range(0, self.n as u64 - 1) as ReplicaId;
+                self.clients[c].target = t;
+                let attempt = self.clients[c].attempt;
+                self.set_timeout(c, now + 20 * MS, 0, attempt, out);
             }
         }
     }

@@ -170,6 +170,7 @@ fn op_bytes(op: &Op, value_size: u64) -> u64 {
     match op {
         Op::Get { .. } | Op::Del { .. } => k,
         Op::Put { .. } | Op::Cas { .. } => k + value_size,
+        Op::Register => 0,
     }
 }
 

@@ -48,6 +48,7 @@ enum BugArg {
     StaleSessionsOnInstall,
     FailedCasWrites,
     IgnoreRetryFlag,
+    RegisteredNoExpiry,
 }
 
 impl From<BugArg> for Bug {
@@ -66,6 +67,7 @@ impl From<BugArg> for Bug {
             BugArg::StaleSessionsOnInstall => Bug::StaleSessionsOnInstall,
             BugArg::FailedCasWrites => Bug::FailedCasWrites,
             BugArg::IgnoreRetryFlag => Bug::IgnoreRetryFlag,
+            BugArg::RegisteredNoExpiry => Bug::RegisteredNoExpiry,
         }
     }
 }
@@ -120,6 +122,9 @@ enum Cmd {
         /// and commit_on_accept.
         #[arg(long)]
         fast_handoff: bool,
+        /// Clients register and use the id the log assigns (Op::Register).
+        #[arg(long)]
+        register: bool,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -163,6 +168,9 @@ enum Cmd {
         /// Config::gc_grant_after_grace on every seed.
         #[arg(long)]
         grant_after_grace: bool,
+        /// Clients register and use the id the log assigns (Op::Register).
+        #[arg(long)]
+        register: bool,
     },
     /// Runs per second of 10-virtual-second runs with load and GC pauses.
     Bench {
@@ -540,9 +548,11 @@ fn main() -> Result<()> {
             session_tombstones,
             clients,
             fast_handoff,
+            register,
         } => {
             let mut s = scenario(&name, seed)?;
             s.pre_vote |= pre_vote;
+            s.register |= register;
             if fast_handoff {
                 s.gc_handoff_promise = true;
                 s.gc_handoff_eager = true;
@@ -617,6 +627,7 @@ fn main() -> Result<()> {
             clients,
             fast_handoff,
             grant_after_grace,
+            register,
         } => {
             let (a, b) = parse_range(&seeds)?;
             let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
@@ -647,6 +658,10 @@ fn main() -> Result<()> {
                 if grant_after_grace {
                     s.gc_grant_after_grace = true;
                     s.name += "+grant-after-grace";
+                }
+                if register {
+                    s.register = true;
+                    s.name += "+register";
                 }
                 let out = stutter_sim::run(s.clone(), seed);
                 out.violations.first().map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))

@@ -226,6 +226,11 @@ pub struct Scenario {
     /// Config::session_tombstones (0: 4 × the limit).
     #[serde(default)]
     pub session_tombstones: usize,
+    /// Clients register (`Op::Register`) and use the id the log assigns
+    /// (`clients.rs`). Off by default, so that trace hashes stay;
+    /// `sim run/swarm --register` turns it on.
+    #[serde(default)]
+    pub register: bool,
 }
 
 fn unbounded() -> usize {
@@ -283,6 +288,7 @@ impl Scenario {
             commit_on_accept: false,
             session_limit: unbounded(),
             session_tombstones: 0,
+            register: false,
         }
     }
 

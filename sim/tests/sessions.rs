@@ -55,3 +55,29 @@ fn an_unbounded_table_expires_nothing() {
     assert!(out.violations.is_empty(), "{:?}", out.violations);
     assert!(!out.history.iter().any(|o| matches!(o.outcome, Outcome::Unknown(_))));
 }
+
+/// The sessions scenario with clients that register (`Op::Register`) and
+/// use the ids the log assigns.
+fn registered() -> Scenario {
+    let mut s = sessions();
+    s.register = true;
+    s
+}
+
+#[test]
+fn registered_clients_use_assigned_ids_meet_expiry_and_every_check_passes() {
+    let out = stutter_sim::run(registered(), 3);
+    assert!(out.violations.is_empty(), "{:?}", out.violations);
+    assert!(out.history.iter().all(|o| o.client >= stutter_core::REGISTERED_BASE), "every operation under an assigned id");
+    let expired = out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count();
+    let ok = out.history.iter().filter(|o| o.is_ok()).count();
+    assert!(expired > 100 && ok > 1_000, "{expired} expired, {ok} ok");
+}
+
+#[test]
+fn with_registered_ids_never_expired_a_request_runs_twice_and_the_checker_says_so() {
+    let mut s = registered();
+    s.bug = Some(stutter_core::Bug::RegisteredNoExpiry);
+    let out = stutter_sim::run(s, 1);
+    assert!(out.violations.iter().any(|v| v.check == "at-most-once"), "{:?}", out.violations);
+}

@@ -205,4 +205,10 @@ pub enum Bug {
     /// (the hole the flag closes, `sessions.rs`). Only a bounded session
     /// table with few tombstones shows it.
     IgnoreRetryFlag,
+    /// A request of a registered client id (`REGISTERED_BASE` and up)
+    /// whose session was evicted runs as a new client's instead of being
+    /// expired: a delayed request of the client, chosen after the
+    /// eviction, executes again. Only registered clients and a bounded
+    /// session table show it.
+    RegisteredNoExpiry,
 }

@@ -32,12 +32,23 @@
 //! an uncertain attempt is expired once tombstones have been forgotten
 //! even if no attempt of it ever ran (docs/protocol.md, "Session expiry",
 //! argues every interleaving).
+//!
+//! Registered clients close the last case the flag leaves open: a flagged
+//! retry executed first and took the session, the session and its
+//! tombstone were forgotten, and only then the client's unflagged original
+//! was chosen. A client that registers (`Op::Register`) gets its id from
+//! the log: ids from `REGISTERED_BASE` up, counted by `registered` (kept
+//! in snapshots). Only a `Register` creates a session for such an id, so
+//! an assigned id without a session has been evicted, whatever the
+//! request's seq or flag: it is expired, with no tombstone needed (evicting
+//! a registered id buries nothing). An id at or above
+//! `REGISTERED_BASE + registered` was never assigned: `Check::Unknown`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ClientId, Reply, Seq, Slot};
+use crate::types::{ClientId, Reply, Seq, Slot, REGISTERED_BASE};
 
 /// Tombstones kept per session of the bound, unless
 /// `Config::session_tombstones` says otherwise.
@@ -89,13 +100,15 @@ pub enum Check<'a> {
     Live(Option<&'a Session>),
     /// The client's session expired: do not execute.
     Expired,
+    /// A registered id that was never assigned: do not execute.
+    Unknown,
 }
 
 /// Sessions by client, with their eviction index and tombstones. Ordered
 /// containers only: two replicas that executed the same log hold equal
 /// tables and serialize them to the same bytes. Only `sessions`,
-/// `tombstones` and `forgotten` are serialized; the index and the
-/// tombstone set are rebuilt from them.
+/// `tombstones`, `forgotten` and `registered` are serialized; the index
+/// and the tombstone set are rebuilt from them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(into = "Wire", try_from = "Wire")]
 pub struct SessionTable {
@@ -107,6 +120,8 @@ pub struct SessionTable {
     tombstone_set: BTreeSet<ClientId>,
     /// Tombstones dropped from the FIFO so far.
     forgotten: u64,
+    /// Client ids assigned so far: `REGISTERED_BASE..REGISTERED_BASE + registered`.
+    registered: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -114,12 +129,18 @@ struct Wire {
     sessions: BTreeMap<ClientId, Session>,
     tombstones: VecDeque<ClientId>,
     forgotten: u64,
+    registered: u64,
 }
 
 impl From<SessionTable> for Wire {
     fn from(t: SessionTable) -> Wire {
-        Wire { sessions: t.sessions, tombstones: t.tombstones, forgotten: t.forgotten }
+        Wire { sessions: t.sessions, tombstones: t.tombstones, forgotten: t.forgotten, registered: t.registered }
     }
+}
+
+/// Whether `client` is in the range of ids the log assigns.
+pub fn is_registered_id(client: ClientId) -> bool {
+    client >= REGISTERED_BASE
 }
 
 impl TryFrom<Wire> for SessionTable {
@@ -134,7 +155,21 @@ impl TryFrom<Wire> for SessionTable {
         if w.sessions.keys().any(|c| tombstone_set.contains(c)) {
             return Err("a client has a session and a tombstone".into());
         }
-        Ok(SessionTable { sessions: w.sessions, by_slot, tombstones: w.tombstones, tombstone_set, forgotten: w.forgotten })
+        if tombstone_set.iter().any(|c| is_registered_id(*c)) {
+            return Err("a registered client has a tombstone".into());
+        }
+        let assigned = |c: &ClientId| !is_registered_id(*c) || c - REGISTERED_BASE < w.registered;
+        if !w.sessions.keys().all(assigned) {
+            return Err("a session of a client id never assigned".into());
+        }
+        Ok(SessionTable {
+            sessions: w.sessions,
+            by_slot,
+            tombstones: w.tombstones,
+            tombstone_set,
+            forgotten: w.forgotten,
+            registered: w.registered,
+        })
     }
 }
 
@@ -166,19 +201,34 @@ impl SessionTable {
         self.forgotten
     }
 
+    /// Client ids assigned so far (by executed `Register`s).
+    pub fn registered(&self) -> u64 {
+        self.registered
+    }
+
+    /// Whether `client` is a registered id that the log assigned already.
+    pub fn is_assigned(&self, client: ClientId) -> bool {
+        is_registered_id(client) && client - REGISTERED_BASE < self.registered
+    }
+
     /// Whether a request of `client` must execute through the log even if
     /// it is a read: once a tombstone has been forgotten, a client without
     /// a session takes one with its first request, or its later ones
-    /// (seq above 1) would be expired.
+    /// (seq above 1) would be expired. A registered id without a session
+    /// is expired or unknown, which only execution may decide for an id
+    /// this replica has not seen assigned.
     pub fn first_request_takes_session(&self, client: ClientId) -> bool {
-        self.forgotten > 0 && !self.sessions.contains_key(&client)
+        (self.forgotten > 0 || is_registered_id(client)) && !self.sessions.contains_key(&client)
     }
 
     /// What the table says about request `seq` of `client`, flagged a
-    /// retry or not (see the module's rules).
+    /// retry or not (see the module's rules). Not for `Register`, whose
+    /// nonce has no session.
     pub fn check(&self, client: ClientId, seq: Seq, retry: bool) -> Check<'_> {
         match self.sessions.get(&client) {
             Some(s) => Check::Live(Some(s)),
+            None if self.is_assigned(client) => Check::Expired,
+            None if is_registered_id(client) => Check::Unknown,
             None if self.tombstone_set.contains(&client) => Check::Expired,
             None if self.forgotten > 0 && (seq > 1 || retry) => Check::Expired,
             None => Check::Live(None),
@@ -208,7 +258,22 @@ impl SessionTable {
         self.sessions.insert(client, session);
     }
 
+    /// Assigns the next client id to a `Register` executed in `slot`, and
+    /// records its session (seq 0, reply `Registered`).
+    pub fn register(&mut self, slot: Slot, bounds: Bounds) -> ClientId {
+        let client = REGISTERED_BASE.saturating_add(self.registered);
+        self.registered = self.registered.saturating_add(1);
+        let session = Session { seq: 0, reply: Reply::Registered { client }, slot };
+        self.record(client, session, bounds);
+        client
+    }
+
     fn bury(&mut self, client: ClientId, bounds: Bounds) {
+        // A registered id needs no tombstone: without a session it is
+        // expired as long as it is below the counter, which only grows.
+        if is_registered_id(client) {
+            return;
+        }
         self.tombstones.push_back(client);
         self.tombstone_set.insert(client);
         let capacity = bounds.tombstones();
@@ -235,5 +300,7 @@ impl SessionTable {
             && self.by_slot.iter().all(|(slot, c)| self.sessions.get(c).is_some_and(|s| s.slot == *slot))
             && self.tombstone_set.len() == self.tombstones.len()
             && self.tombstones.iter().all(|c| self.tombstone_set.contains(c) && !self.sessions.contains_key(c))
+            && self.tombstones.iter().all(|c| !is_registered_id(*c))
+            && self.sessions.keys().all(|c| !is_registered_id(*c) || self.is_assigned(*c))
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::sessions::{Bounds, Check, Session, SessionTable};
+use crate::sessions::{is_registered_id, Bounds, Check, Session, SessionTable};
 use crate::trace::SessionsSummary;
 use crate::types::{ClientId, Op, Reply, Request, Seq, Slot, Value};
 
@@ -32,6 +32,9 @@ pub(crate) struct ExecBugs {
     pub ignore_retry_flag: bool,
     /// A cas that does not match writes its new value anyway.
     pub failed_cas_writes: bool,
+    /// A registered id whose session was evicted runs as a new client
+    /// (the expiry rule of registered ids switched off).
+    pub registered_no_expiry: bool,
 }
 
 /// What executing one request did.
@@ -46,6 +49,11 @@ pub enum Outcome {
     /// The client's session expired (`sessions.rs`): not executed now,
     /// and an earlier attempt may have been.
     Expired,
+    /// A registered id never assigned: not executed, and never will be.
+    Unknown,
+    /// A request that breaks the rules of seq 0 (`Request::malformed`):
+    /// a no-op, refused.
+    Malformed,
 }
 
 impl Outcome {
@@ -54,6 +62,8 @@ impl Outcome {
             Outcome::Applied(r) | Outcome::Duplicate(r) => r.clone(),
             Outcome::Stale => Reply::Stale,
             Outcome::Expired => Reply::SessionExpired,
+            Outcome::Unknown => Reply::UnknownClient,
+            Outcome::Malformed => Reply::Malformed,
         }
     }
 }
@@ -92,6 +102,7 @@ pub fn digest_step(prev: u64, slot: Slot, value: &Value) -> u64 {
                         };
                         fnv(h, to)
                     }
+                    Op::Register => fnv(h, b"r"),
                 };
             }
         }
@@ -110,9 +121,19 @@ impl Snapshot {
     /// [`Snapshot::execute`] with the injected bugs of execution switched
     /// by `bugs` (all off in [`Snapshot::execute`]).
     pub(crate) fn execute_checked(&mut self, req: &Request, bounds: Bounds, bugs: ExecBugs) -> Outcome {
+        if req.malformed().is_some() {
+            return Outcome::Malformed;
+        }
+        let slot = self.last_executed + 1;
+        if req.op == Op::Register {
+            let client = self.sessions.register(slot, bounds);
+            return Outcome::Applied(Reply::Registered { client });
+        }
         let retry = req.retry && !bugs.ignore_retry_flag;
         match self.sessions.check(req.client, req.seq, retry) {
+            Check::Expired if bugs.registered_no_expiry && is_registered_id(req.client) => {}
             Check::Expired => return Outcome::Expired,
+            Check::Unknown => return Outcome::Unknown,
             Check::Live(Some(s)) => {
                 if req.seq == s.seq && !bugs.execute_duplicate {
                     return Outcome::Duplicate(s.reply.clone());
@@ -141,8 +162,10 @@ impl Snapshot {
                 }
                 Reply::Cas { ok, current }
             }
+            // Handled above.
+            Op::Register => return Outcome::Malformed,
         };
-        let session = Session { seq: req.seq, reply: reply.clone(), slot: self.last_executed + 1 };
+        let session = Session { seq: req.seq, reply: reply.clone(), slot };
         self.sessions.record(req.client, session, bounds);
         Outcome::Applied(reply)
     }
@@ -159,10 +182,17 @@ impl Snapshot {
 
     /// The recorded outcome of `(client, seq)` if it was executed already
     /// (or is older than what was executed, or would be expired, `retry`
-    /// being its flag), without executing anything.
+    /// being its flag), without executing anything. Never for seq 0 (a
+    /// `Register`, whose nonce has no session, executes each time), nor
+    /// `Unknown`: an id this replica has not seen assigned may have been
+    /// by a slot it has not executed yet, so only execution decides.
     pub fn lookup(&self, client: ClientId, seq: Seq, retry: bool) -> Option<Outcome> {
+        if seq == 0 {
+            return None;
+        }
         let s = match self.sessions.check(client, seq, retry) {
             Check::Expired => return Some(Outcome::Expired),
+            Check::Unknown => return None,
             Check::Live(s) => s?,
         };
         if seq == s.seq {
@@ -207,9 +237,14 @@ mod tests {
         // A retry of client 1's old put must not overwrite the CAS.
         assert_eq!(s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED), Outcome::Duplicate(Reply::Done));
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
-        assert_eq!(s.execute(&put(1, 0, "k", "z"), Bounds::UNBOUNDED), Outcome::Stale);
+        // Seq 0 is reserved for `Register`: a no-op, refused.
+        assert_eq!(s.execute(&put(1, 0, "k", "z"), Bounds::UNBOUNDED), Outcome::Malformed);
+        assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         assert_eq!(s.lookup(1, 1, false), Some(Outcome::Duplicate(Reply::Done)));
         assert_eq!(s.lookup(1, 2, false), None);
+        assert_eq!(s.execute(&put(1, 2, "j", "x"), Bounds::UNBOUNDED), Outcome::Applied(Reply::Done));
+        assert_eq!(s.execute(&put(1, 1, "j", "y"), Bounds::UNBOUNDED), Outcome::Stale);
+        assert_eq!(s.lookup(1, 1, false), Some(Outcome::Stale));
     }
 
     #[test]
@@ -412,6 +447,241 @@ mod tests {
             proptest::prop_assert!(s.sessions.is_consistent());
             let bytes = serde_json::to_vec(&s.sessions).expect("serialize");
             let back: SessionTable = serde_json::from_slice(&bytes).expect("deserialize");
+            proptest::prop_assert_eq!(back, s.sessions);
+        }
+    }
+
+    const BASE: u64 = crate::types::REGISTERED_BASE;
+
+    /// Executes a `Register` of `nonce` in the next slot; the id assigned.
+    fn register(s: &mut Snapshot, nonce: u64, bounds: Bounds) -> u64 {
+        match step(s, &Request::register(nonce, false), bounds) {
+            Outcome::Applied(Reply::Registered { client }) => client,
+            other => panic!("register gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn register_assigns_ids_in_order_with_a_session_at_seq_0() {
+        let mut s = Snapshot::default();
+        assert_eq!(register(&mut s, 77, bounded(4)), BASE);
+        assert_eq!(register(&mut s, 77, bounded(4)), BASE + 1, "a resent register wastes an id");
+        assert_eq!(s.sessions.registered(), 2);
+        assert_eq!(s.sessions.get(&BASE), Some(&Session { seq: 0, reply: Reply::Registered { client: BASE }, slot: Slot(1) }));
+        assert!(s.sessions.get(&77).is_none(), "the nonce takes no session");
+        // The first request of the assigned id runs under its session.
+        assert_eq!(step(&mut s, &put(BASE, 1, "k", "a"), bounded(4)), Outcome::Applied(Reply::Done));
+        assert_eq!(step(&mut s, &put(BASE, 1, "k", "b"), bounded(4)), Outcome::Duplicate(Reply::Done));
+        assert_eq!(s.sessions_summary(), SessionsSummary { clients: 2, seq_sum: 1 });
+        // A register is never answered from the table.
+        assert_eq!(s.lookup(77, 0, false), None);
+        assert_eq!(s.lookup(77, 0, true), None);
+    }
+
+    #[test]
+    fn a_delayed_unflagged_original_of_an_evicted_registered_client_is_expired() {
+        let mut s = Snapshot::default();
+        let id = register(&mut s, 5, bounded(1));
+        // The client's flagged resend of seq 1 executes first.
+        assert_eq!(step(&mut s, &Request { retry: true, ..put(id, 1, "k", "a") }, bounded(1)), Outcome::Applied(Reply::Done));
+        // Other clients evict it; registered ids leave no tombstone, and
+        // however many are evicted, nothing is forgotten.
+        for nonce in 100..120 {
+            register(&mut s, nonce, bounded(1));
+        }
+        assert!(s.sessions.get(&id).is_none());
+        assert_eq!(s.sessions.tombstones().count(), 0);
+        assert_eq!(s.sessions.forgotten(), 0);
+        let before = s.clone();
+        // The delayed unflagged original is chosen now: expired, not run.
+        assert_eq!(step(&mut s, &put(id, 1, "k", "b"), bounded(1)), Outcome::Expired);
+        assert_eq!(s.kv, before.kv);
+        assert_eq!(s.sessions, before.sessions);
+        assert_eq!(s.lookup(id, 1, false), Some(Outcome::Expired));
+        assert_eq!(s.lookup(id, 7, false), Some(Outcome::Expired));
+        // With the expiry of registered ids switched off (the injected
+        // bug), the original runs a second time.
+        let mut holed = before.clone();
+        let bugs = ExecBugs { registered_no_expiry: true, ..ExecBugs::default() };
+        assert_eq!(holed.execute_checked(&put(id, 1, "k", "b"), bounded(1), bugs), Outcome::Applied(Reply::Done));
+        assert!(s.sessions.is_consistent());
+    }
+
+    #[test]
+    fn an_id_never_assigned_is_unknown_and_only_execution_says_so() {
+        let mut s = Snapshot::default();
+        let id = register(&mut s, 5, bounded(4));
+        let before = s.clone();
+        assert_eq!(step(&mut s, &put(id + 1, 1, "k", "a"), bounded(4)), Outcome::Unknown);
+        assert_eq!(step(&mut s, &Request { retry: true, ..put(u64::MAX, 9, "k", "a") }, bounded(4)), Outcome::Unknown);
+        assert_eq!(Outcome::Unknown.reply(), Reply::UnknownClient);
+        assert!(Reply::UnknownClient.is_definite_rejection());
+        assert_eq!((s.kv.clone(), s.sessions.clone()), (before.kv, before.sessions));
+        // The leader does not answer it early: the register that assigns
+        // it may be in a slot it has not executed yet.
+        assert_eq!(s.lookup(id + 1, 1, false), None);
+        assert!(s.sessions.first_request_takes_session(id + 1), "a read of it goes through the log");
+        // Once assigned, it is a client like any other.
+        assert_eq!(register(&mut s, 6, bounded(4)), id + 1);
+        assert_eq!(step(&mut s, &put(id + 1, 1, "k", "a"), bounded(4)), Outcome::Applied(Reply::Done));
+    }
+
+    #[test]
+    fn malformed_registers_and_seq_0_requests_are_no_ops_with_a_definite_reply() {
+        let mut s = Snapshot::default();
+        let bad = [
+            Request { client: 3, seq: 1, op: Op::Register, retry: false },
+            Request::register(BASE, false),
+            Request::register(u64::MAX, true),
+            put(3, 0, "k", "a"),
+            Request::new(3, 0, Op::Get { key: "k".into() }),
+        ];
+        for r in &bad {
+            assert!(r.malformed().is_some(), "{r:?}");
+            assert_eq!(step(&mut s, r, bounded(2)), Outcome::Malformed, "{r:?}");
+        }
+        assert_eq!(s, Snapshot { last_executed: Slot(bad.len() as u64), ..Snapshot::default() });
+        assert!(Reply::Malformed.is_definite_rejection());
+        assert_eq!(Request::register(BASE - 1, true).malformed(), None);
+        assert_eq!(put(3, 1, "k", "a").malformed(), None);
+    }
+
+    #[test]
+    fn the_register_counter_survives_a_snapshot_round_trip() {
+        let mut s = Snapshot::default();
+        for nonce in 0..5 {
+            register(&mut s, nonce, bounded(2));
+        }
+        step(&mut s, &put(7, 1, "k", "a"), bounded(2));
+        assert_eq!(s.sessions.registered(), 5);
+        // The kv map's byte keys are not JSON keys: the table round-trips
+        // on its own (the replica's bincode round trip is its own test).
+        let bytes = serde_json::to_vec(&s.sessions).expect("serialize");
+        let mut back = Snapshot { sessions: serde_json::from_slice(&bytes).expect("deserialize"), ..s.clone() };
+        assert_eq!(back, s);
+        assert_eq!(back.sessions.registered(), 5);
+        // The restored table goes on assigning after the last id, and
+        // still expires the evicted ones.
+        assert_eq!(register(&mut back, 9, bounded(2)), BASE + 5);
+        assert_eq!(step(&mut back, &put(BASE, 1, "k", "b"), bounded(2)), Outcome::Expired);
+        // A table that claims a session for an id beyond its counter does
+        // not deserialize.
+        let bad = format!(r#"{{"sessions":{{"{}":{{"seq":0,"reply":"Done","slot":1}}}},"tombstones":[],"forgotten":0,"registered":0}}"#, BASE);
+        assert!(serde_json::from_str::<SessionTable>(&bad).is_err());
+        let buried = format!(r#"{{"sessions":{{}},"tombstones":[{}],"forgotten":0,"registered":1}}"#, BASE);
+        assert!(serde_json::from_str::<SessionTable>(&buried).is_err());
+    }
+
+    /// One step of the registered clients' schedule: what a client does,
+    /// or a request sent before chosen again.
+    #[derive(Clone, Debug)]
+    enum Act {
+        /// Client `c` registers (flagged a retry or not).
+        Register(usize, bool),
+        /// Client `c` sends its next request, or resends its current one
+        /// flagged.
+        Send(usize, bool),
+        /// The `i`-th request ever sent (mod their number) is chosen again.
+        Replay(usize),
+        /// The slot advances by this much.
+        Gap(u64),
+    }
+
+    fn act() -> impl proptest::strategy::Strategy<Value = Act> {
+        use proptest::prelude::*;
+        prop_oneof![
+            2 => (0usize..5, proptest::bool::weighted(0.3)).prop_map(|(c, r)| Act::Register(c, r)),
+            4 => (0usize..5, proptest::bool::weighted(0.3)).prop_map(|(c, r)| Act::Send(c, r)),
+            3 => (0usize..1000).prop_map(Act::Replay),
+            1 => (0u64..3).prop_map(Act::Gap),
+        ]
+    }
+
+    /// Runs a schedule of registered clients; `Err` names a `(client,
+    /// seq)` of a registered client that executed twice.
+    fn run_registered(acts: &[Act], bounds: Bounds, bugs: ExecBugs) -> Result<Snapshot, String> {
+        let mut s = Snapshot::default();
+        // Per client: the id it uses (from the first `Registered` it got
+        // since it last lost one) and its current seq.
+        let mut ids: Vec<Option<(u64, u64)>> = vec![None; 5];
+        let mut sent: Vec<Request> = Vec::new();
+        let mut executed = std::collections::BTreeSet::new();
+        for a in acts {
+            let req = match *a {
+                Act::Register(c, retry) => Request::register(c as u64 + 1, retry),
+                Act::Send(c, resend) => match &mut ids[c] {
+                    None => continue,
+                    Some((id, seq)) => {
+                        if !resend || *seq == 0 {
+                            *seq += 1;
+                        }
+                        Request { retry: resend, ..put(*id, *seq, "k", &format!("{id}/{seq}")) }
+                    }
+                },
+                Act::Replay(i) if !sent.is_empty() => sent[i % sent.len()].clone(),
+                Act::Replay(_) => continue,
+                Act::Gap(g) => {
+                    s.last_executed += g;
+                    continue;
+                }
+            };
+            sent.push(req.clone());
+            let out = s.execute_checked(&req, bounds, bugs);
+            match (&req.op, &out) {
+                (Op::Register, Outcome::Applied(Reply::Registered { client })) => {
+                    let c = (req.client - 1) as usize;
+                    if ids[c].is_none() {
+                        ids[c] = Some((*client, 0));
+                    }
+                }
+                (_, Outcome::Applied(_)) if req.client >= BASE && !executed.insert((req.client, req.seq)) => {
+                    return Err(format!("({}, {}) ran twice", req.client, req.seq));
+                }
+                (_, Outcome::Expired) => {
+                    // The client whose id this is continues under a new one.
+                    for slot in ids.iter_mut() {
+                        if slot.is_some_and(|(id, _)| id == req.client) {
+                            *slot = None;
+                        }
+                    }
+                }
+                (_, Outcome::Unknown | Outcome::Malformed) => return Err(format!("{req:?} refused: {out:?}")),
+                _ => {}
+            }
+            if s.sessions.len() > bounds.sessions.max(1) || !s.sessions.is_consistent() {
+                return Err(format!("table out of bounds or inconsistent after {req:?}"));
+            }
+        }
+        Ok(s)
+    }
+
+    #[test]
+    fn the_registered_schedule_check_catches_registered_ids_without_expiry() {
+        // Client 0 registers, sends seq 1; client 1's registers evict it;
+        // seq 1 is chosen again.
+        let acts = [Act::Register(0, false), Act::Send(0, false), Act::Register(1, false), Act::Register(1, false), Act::Replay(1)];
+        assert!(run_registered(&acts, bounded(1), ExecBugs::default()).is_ok());
+        let bugs = ExecBugs { registered_no_expiry: true, ..ExecBugs::default() };
+        assert!(run_registered(&acts, bounded(1), bugs).is_err());
+    }
+
+    proptest::proptest! {
+        /// Registered clients with a small table: any request ever sent
+        /// (registers, delayed originals, flagged resends) may be chosen
+        /// again at any later slot. No `(client, seq)` of a registered
+        /// client executes twice, no honest request is refused as unknown,
+        /// the table stays bounded and consistent, and it round-trips.
+        #[test]
+        fn registered_clients_execute_each_request_at_most_once(
+            acts in proptest::collection::vec(act(), 1..200),
+            limit in 1usize..4,
+        ) {
+            let bounds = Bounds { sessions: limit, tombstones: 0 };
+            let s = run_registered(&acts, bounds, ExecBugs::default());
+            proptest::prop_assert!(s.is_ok(), "{}", s.err().unwrap_or_default());
+            let s = s.unwrap_or_default();
+            proptest::prop_assert_eq!(s.sessions.tombstones().count(), 0);
+            let back: SessionTable = serde_json::from_slice(&serde_json::to_vec(&s.sessions).expect("serialize")).expect("deserialize");
             proptest::prop_assert_eq!(back, s.sessions);
         }
     }

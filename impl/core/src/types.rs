@@ -12,6 +12,13 @@ pub type Time = u64;
 pub type ClientId = u64;
 pub type Seq = u64;
 
+/// The first client id the log assigns (`Op::Register`). Ids below it are
+/// chosen by clients and keep the rules of tombstones and the retry flag
+/// (`sessions.rs`); an id at or above it was assigned by executing a
+/// `Register`, so a request of such an id without a session is always
+/// expired (its session was evicted) or unknown (never assigned).
+pub const REGISTERED_BASE: ClientId = 1 << 63;
+
 /// A log index. Slots start at 1; 0 means "none". Serialized as the bare
 /// number (trace and wire formats are those of a `u64`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -114,12 +121,21 @@ pub enum Op {
     /// Compare-and-set: succeeds if the current value equals `from`
     /// (`None` = absent), then sets `to`.
     Cas { key: Bytes, from: Option<Bytes>, to: Bytes },
+    /// Asks the log for a client id (`Reply::Registered`). Sent as
+    /// `Request { client: nonce, seq: 0, .. }`: the nonce (below
+    /// `REGISTERED_BASE`) only routes the reply and has no session. Last
+    /// variant: the wire indices of the others stay as they were.
+    Register,
 }
 
 impl Op {
+    /// The key the operation reads or writes (empty for `Register`, which
+    /// touches none: sizes and costs count it as zero bytes).
     pub fn key(&self) -> &Bytes {
+        static NO_KEY: Bytes = Bytes::new();
         match self {
             Op::Get { key } | Op::Put { key, .. } | Op::Del { key } | Op::Cas { key, .. } => key,
+            Op::Register => &NO_KEY,
         }
     }
 }
@@ -149,6 +165,26 @@ impl Request {
     /// How traces name it.
     pub fn id(&self) -> RequestId {
         RequestId { client: self.client, seq: self.seq, retry: self.retry }
+    }
+
+    /// A registration request under routing id `nonce` (below
+    /// `REGISTERED_BASE`), flagged a retry or not.
+    pub fn register(nonce: ClientId, retry: bool) -> Request {
+        Request { client: nonce, seq: 0, op: Op::Register, retry }
+    }
+
+    /// Why the request is malformed, if it is: seq 0 is reserved for
+    /// `Register`, whose nonce is below `REGISTERED_BASE`. Such a request
+    /// is refused where it enters the core and is a no-op if it is in the
+    /// log all the same.
+    pub fn malformed(&self) -> Option<&'static str> {
+        match (&self.op, self.seq) {
+            (Op::Register, 0) if self.client >= REGISTERED_BASE => Some("register nonce not below 2^63"),
+            (Op::Register, 0) => None,
+            (Op::Register, _) => Some("register with seq other than 0"),
+            (_, 0) => Some("seq 0 is reserved for register"),
+            _ => None,
+        }
     }
 }
 
@@ -247,12 +283,20 @@ pub enum Reply {
     /// outcome is unknown. The client must continue under a new client id;
     /// retrying the same `(client, seq)` gets this reply again.
     SessionExpired,
+    /// `Register` executed: the client id the log assigned.
+    Registered { client: ClientId },
+    /// The client id is at or above `REGISTERED_BASE` but was never
+    /// assigned: not executed, and never will be.
+    UnknownClient,
+    /// The request breaks the rules of seq 0 and `Register`
+    /// (`Request::malformed`): not executed, and never will be.
+    Malformed,
 }
 
 impl Reply {
     /// Whether the request is known not to have been executed, and never will be.
     pub fn is_definite_rejection(&self) -> bool {
-        matches!(self, Reply::Redirect { .. } | Reply::Busy | Reply::Stale)
+        matches!(self, Reply::Redirect { .. } | Reply::Busy | Reply::Stale | Reply::UnknownClient | Reply::Malformed)
     }
 }
 

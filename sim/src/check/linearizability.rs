@@ -76,7 +76,7 @@ pub fn check(
     slots: &SlotMap<(ReplicaId, Ids)>,
     sessions: &mut Sessions,
     session_bounds: stutter_core::sessions::Bounds,
-    retry_flag: bool,
+    (retry_flag, registered_expiry): (bool, bool),
     v: &mut Violations,
 ) -> Replayed {
     let index = Index::new(history);
@@ -84,6 +84,7 @@ pub fn check(
     // effect, and what it returned (by history index).
     let mut model = Model::bounded(session_bounds.sessions, session_bounds.tombstones);
     model.retry_flag = retry_flag;
+    model.registered_expiry = registered_expiry;
     sessions.start_replay();
     sessions.compare_at(Slot::ZERO, &model, v);
     let mut position: Vec<Option<(usize, stutter_core::Reply)>> = vec![None; history.len()];
@@ -99,6 +100,13 @@ pub fn check(
         }
         expected_slot += 1;
         for id in ids.iter().flatten() {
+            // Seq 0 is a `Register` (no history operation stands for it):
+            // the model assigns the id the replicas did.
+            if id.seq == 0 {
+                model.slot = slot;
+                model.apply(&Request::register(id.client, id.retry));
+                continue;
+            }
             let Some((i, req, op)) = index.get(id.key()).and_then(|i| Some((i, requests.get(i)?, history.get(i)?))) else {
                 v.add("linearizability", format!("slot {slot} executed unknown request {id:?}"));
                 continue;

@@ -69,6 +69,9 @@ pub struct Checker {
     sessions: sessions::Sessions,
     session_bounds: Bounds,
     retry_flag: bool,
+    /// Whether a registered id without a session is expired (off only
+    /// under `Bug::RegisteredNoExpiry`, as `retry_flag`).
+    registered_expiry: bool,
     violations: Violations,
 }
 
@@ -86,8 +89,16 @@ impl Checker {
             sessions: sessions::Sessions::default(),
             session_bounds,
             retry_flag,
+            registered_expiry: true,
             violations: Violations::default(),
         }
+    }
+
+    /// The checker with the model's expiry of registered ids switched
+    /// (off only to judge `Bug::RegisteredNoExpiry` by at-most-once alone).
+    pub fn registered_expiry(mut self, on: bool) -> Checker {
+        self.registered_expiry = on;
+        self
     }
 
     /// Replica `r`'s executed state at a moment named by `when` ("after
@@ -121,7 +132,7 @@ impl Checker {
         states: &[FinalState],
     ) -> Vec<Violation> {
         let slots = self.agreement.into_slots();
-        let log = linearizability::check(history, requests, &slots, &mut self.sessions, self.session_bounds, self.retry_flag, &mut self.violations);
+        let log = linearizability::check(history, requests, &slots, &mut self.sessions, self.session_bounds, (self.retry_flag, self.registered_expiry), &mut self.violations);
         liveness::check(history, finals, states, &log, slots.len(), &mut self.violations);
         self.violations.into_vec()
     }

@@ -18,11 +18,18 @@
 //! (not applied); so is a request of a client not in the table once some
 //! dropped client has been forgotten, if it is above seq 1 or flagged a
 //! retry (sent again after an attempt of uncertain outcome).
+//!
+//! Registration: a `Register` (seq 0) hands out the next id from
+//! `REGISTERED_BASE` up and gives it a session at seq 0 (dropping the
+//! least recent client first if the table is full). A dropped registered
+//! id is not remembered: a request of an id handed out but without a
+//! session is expired, of an id never handed out refused as unknown.
+//! Any other request at seq 0, or a `Register` elsewhere, is refused.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
-use stutter_core::{ClientId, Op, Reply, Request, Seq, Slot};
+use stutter_core::{ClientId, Op, Reply, Request, Seq, Slot, REGISTERED_BASE};
 
 /// What one request of the executed log did in the model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +42,10 @@ pub enum Effect {
     Superseded,
     /// The client's session was dropped: not applied.
     Expired,
+    /// A registered id never handed out: not applied.
+    Unknown,
+    /// Breaks the rules of seq 0: not applied.
+    Refused,
 }
 
 /// The reference state: the key-value map and, per client, the last
@@ -59,6 +70,12 @@ pub struct Model {
     /// (`Bug::IgnoreRetryFlag`): the at-most-once check must then catch
     /// a resent first request running twice.
     pub retry_flag: bool,
+    /// Ids handed out by `Register` so far.
+    pub registered: u64,
+    /// Whether a registered id without a session is expired (the
+    /// protocol's rule). Off only under `Bug::RegisteredNoExpiry`, for
+    /// the at-most-once check to catch what that lets through.
+    pub registered_expiry: bool,
 }
 
 impl Default for Model {
@@ -82,6 +99,8 @@ impl Model {
             dropped: VecDeque::new(),
             forgot: false,
             retry_flag: true,
+            registered: 0,
+            registered_expiry: true,
         }
     }
 
@@ -92,10 +111,34 @@ impl Model {
 
     /// [`Model::apply`] of `req` as sent with retry flag `retry`.
     pub fn apply_attempt(&mut self, req: &Request, retry: bool) -> Effect {
+        let register = req.op == Op::Register;
+        if register != (req.seq == 0) || (register && req.client >= REGISTERED_BASE) {
+            return Effect::Refused;
+        }
+        if register {
+            let client = REGISTERED_BASE + self.registered;
+            self.registered += 1;
+            if self.last_applied.len() >= self.limit {
+                self.drop_least_recent();
+            }
+            let reply = Reply::Registered { client };
+            self.last_applied.insert(client, (0, reply.clone()));
+            self.applied_in.insert(client, self.slot);
+            return Effect::Applied(reply);
+        }
         match self.last_applied.get(&req.client) {
             Some((last, reply)) if *last == req.seq => return Effect::Repeated(reply.clone()),
             Some((last, _)) if *last > req.seq => return Effect::Superseded,
             Some(_) => {}
+            None if req.client >= REGISTERED_BASE && req.client - REGISTERED_BASE >= self.registered => {
+                return Effect::Unknown;
+            }
+            None if req.client >= REGISTERED_BASE && self.registered_expiry => return Effect::Expired,
+            None if req.client >= REGISTERED_BASE => {
+                if self.last_applied.len() >= self.limit {
+                    self.drop_least_recent();
+                }
+            }
             None => {
                 if self.dropped.contains(&req.client) || (self.forgot && (req.seq > 1 || (retry && self.retry_flag))) {
                     return Effect::Expired;
@@ -117,6 +160,9 @@ impl Model {
         let Some(victim) = self.applied_in.iter().min_by_key(|(c, s)| (**s, **c)).map(|(c, _)| *c) else { return };
         self.applied_in.remove(&victim);
         self.last_applied.remove(&victim);
+        if victim >= REGISTERED_BASE {
+            return;
+        }
         self.dropped.push_back(victim);
         if self.dropped.len() > self.remember {
             self.dropped.pop_front();
@@ -143,6 +189,8 @@ impl Model {
                 self.kv.insert(key.clone(), to.clone());
                 Reply::Cas { ok: true, current }
             }
+            // Applied in `apply_attempt` (assigns an id, touches no key).
+            Op::Register => Reply::Malformed,
         }
     }
 }

@@ -64,6 +64,9 @@ fn difference(table: &SessionTable, model: &Model) -> Option<String> {
             return Some(format!("client {c}'s session is {mine:?}, the executed log gives {log:?}"));
         }
     }
+    if table.registered() != model.registered {
+        return Some(format!("{} ids registered, the executed log gives {}", table.registered(), model.registered));
+    }
     if !table.tombstones().eq(model.dropped.iter()) || (table.forgotten() > 0) != model.forgot {
         let mine: Vec<_> = table.tombstones().collect();
         return Some(format!(

@@ -39,6 +39,8 @@ pub(crate) enum Ev {
     /// History operation `op`'s request reaches replica `r`, flagged a
     /// retry or not.
     ClientArrive { r: ReplicaId, op: usize, retry: bool },
+    /// A client's `Register` under `nonce` reaches replica `r`.
+    ClientRegister { r: ReplicaId, nonce: stutter_core::ClientId, retry: bool },
     ClientReply { c: usize, client: stutter_core::ClientId, seq: Seq, reply: Reply },
     ClientTimeout { c: usize, at: Time },
     /// A collector's concurrent work may have changed its state.
@@ -131,7 +133,8 @@ impl World {
                 n,
                 stutter_core::sessions::Bounds { sessions: s.session_limit, tombstones: s.session_tombstones },
                 s.bug != Some(stutter_core::Bug::IgnoreRetryFlag),
-            ),
+            )
+            .registered_expiry(s.bug != Some(stutter_core::Bug::RegisteredNoExpiry)),
             net: Network::new(&s),
             clients: Clients::new(&s),
             s,
@@ -259,6 +262,7 @@ impl World {
                     self.enqueue(r, Input::Request(req));
                 }
             }
+            Ev::ClientRegister { r, nonce, retry } => self.enqueue(r, Input::Request(Request::register(nonce, retry))),
             Ev::ClientReply { c, client, seq, reply } => {
                 let mut evs = std::mem::take(&mut self.client_events);
                 self.clients.reply(c, (client, seq), reply, self.now, &mut self.rng, &mut evs);
@@ -296,6 +300,7 @@ impl World {
                 ClientEvent::Tick { c, at } => self.at(at, Ev::ClientTick { c }),
                 ClientEvent::Arrive { r, op, retry, at } => self.at(at, Ev::ClientArrive { r, op, retry }),
                 ClientEvent::Timeout { c, at } => self.at(at, Ev::ClientTimeout { c, at }),
+                ClientEvent::Register { r, nonce, retry, at } => self.at(at, Ev::ClientRegister { r, nonce, retry }),
             }
         }
         self.client_events = evs;

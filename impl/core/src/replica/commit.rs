@@ -20,6 +20,7 @@ fn request_bytes(req: &Request) -> u64 {
         Op::Get { key } | Op::Del { key } => key.len(),
         Op::Put { key, value } => key.len() + value.len(),
         Op::Cas { key, from, to } => key.len() + from.as_ref().map_or(0, |f| f.len()) + to.len(),
+        Op::Register => 0,
     };
     payload as u64 + 24
 }
@@ -52,6 +53,7 @@ impl Replica {
                 execute_duplicate: injected!(self.cfg, ExecuteDuplicate),
                 ignore_retry_flag: injected!(self.cfg, IgnoreRetryFlag),
                 failed_cas_writes: injected!(self.cfg, FailedCasWrites),
+                registered_no_expiry: injected!(self.cfg, RegisteredNoExpiry),
             };
             let mut applied = 0u32;
             for req in value.requests() {

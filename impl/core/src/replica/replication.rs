@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::io::{Output, Record};
 use crate::message::Message;
 use crate::quorum::VoteSet;
+use crate::state_machine::Outcome;
 use crate::trace::{value_ids, Action};
 use crate::types::{Ballot, InstanceState, Op, ReplicaId, Reply, Request, Slot, Time, Value};
 
@@ -26,6 +27,12 @@ pub(super) struct Votes {
 impl Replica {
     pub(super) fn on_request(&mut self, req: Request, out: &mut Vec<Output>) {
         let (client, seq, retry) = (req.client, req.seq, req.retry);
+        // Seq 0 is reserved for `Register` (`Request::malformed`): refused
+        // here, never proposed.
+        if req.malformed().is_some() {
+            out.push(Output::Reply { client, seq, reply: Reply::Malformed });
+            return;
+        }
         // The negative control answers reads from the local state on any
         // replica, leader or not, as a driver that skipped the protocol
         // would (the campaigns' --unsafe local-reads).
@@ -48,9 +55,15 @@ impl Replica {
             return;
         };
         let flagged = retry && !injected!(self.cfg, IgnoreRetryFlag);
+        // A `Register` (seq 0) is never answered early: it executes each
+        // time it is chosen. Nor is an id this replica has not seen
+        // assigned (`Snapshot::lookup`).
         if let Some(outcome) = self.sm.lookup(client, seq, flagged) {
-            out.push(Output::Reply { client, seq, reply: outcome.reply() });
-            return;
+            let no_expiry = injected!(self.cfg, RegisteredNoExpiry) && crate::sessions::is_registered_id(client);
+            if !(no_expiry && outcome == Outcome::Expired) {
+                out.push(Output::Reply { client, seq, reply: outcome.reply() });
+                return;
+            }
         }
         if l.queued.contains(&(client, seq)) {
             // A retry of a request in flight: answered when it executes.

@@ -26,6 +26,7 @@ pub fn op(o: &Op) -> String {
         Op::Cas { key, from, to } => {
             format!("cas {} {} {}", text(key), from.as_ref().map_or("-".to_owned(), text), text(to))
         }
+        Op::Register => "register".to_owned(),
     }
 }
 
@@ -131,6 +132,9 @@ pub fn reply(r: &Reply) -> String {
         Reply::Busy => "busy".to_owned(),
         Reply::Stale => "stale".to_owned(),
         Reply::SessionExpired => "session-expired".to_owned(),
+        Reply::Registered { client } => format!("registered client={client}"),
+        Reply::UnknownClient => "unknown-client".to_owned(),
+        Reply::Malformed => "malformed".to_owned(),
     }
 }
 
@@ -262,7 +266,8 @@ impl<'a> Parser<'a> {
                 };
                 Op::Cas { key, from, to: self.bytes()? }
             }
-            other => return Err(format!("unknown operation '{other}' (get, put, del, cas)")),
+            "register" => Op::Register,
+            other => return Err(format!("unknown operation '{other}' (get, put, del, cas, register)")),
         };
         Ok(Request { client, seq, op, retry })
     }

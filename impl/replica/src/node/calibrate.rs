@@ -79,6 +79,7 @@ pub(super) fn op_bytes(op: &Op) -> u64 {
         Op::Get { .. } | Op::Del { .. } => k,
         Op::Put { value, .. } => k + value.len() as u64,
         Op::Cas { from, to, .. } => k + from.as_ref().map_or(0, |f| f.len() as u64) + to.len() as u64,
+        Op::Register => 0,
     }
 }
 
@@ -370,6 +371,8 @@ impl TurnMeter {
                     Op::Put { .. } => t.req_put += 1,
                     Op::Del { .. } => t.req_del += 1,
                     Op::Cas { .. } => t.req_cas += 1,
+                    // Once per client, not an operation of the workload.
+                    Op::Register => {}
                 }
                 t.req_bytes += op_bytes(&r.op);
             }
