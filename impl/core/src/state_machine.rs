@@ -472,7 +472,8 @@ mod tests {
         // The first request of the assigned id runs under its session.
         assert_eq!(step(&mut s, &put(BASE, 1, "k", "a"), bounded(4)), Outcome::Applied(Reply::Done));
         assert_eq!(step(&mut s, &put(BASE, 1, "k", "b"), bounded(4)), Outcome::Duplicate(Reply::Done));
-        assert_eq!(s.sessions_summary(), SessionsSummary { clients: 2, seq_sum: 1 });
+        assert_eq!(s.sessions_summary(bounded(4)), SessionsSummary { clients: 2, seq_sum: 1, limit: Some(4) });
+        assert_eq!(s.sessions_summary(Bounds::UNBOUNDED).limit, None, "no bound, no limit in traces");
         // A register is never answered from the table.
         assert_eq!(s.lookup(77, 0, false), None);
         assert_eq!(s.lookup(77, 0, true), None);
