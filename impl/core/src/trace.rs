@@ -24,12 +24,25 @@ pub fn value_ids(v: &Value) -> ValueIds {
 /// installed without its sessions) is rejected where it happens.
 /// `limit` is the table's bound (`Config::session_limit`), absent when
 /// unbounded: the trace spec evicts as the table does only if it knows it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsSummary {
     pub clients: u64,
     pub seq_sum: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+}
+
+/// Printed without `limit` when unbounded, as the JSON form leaves it out
+/// (and the core's transcripts, `impl/core/testdata`, print it).
+impl std::fmt::Debug for SessionsSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("SessionsSummary");
+        d.field("clients", &self.clients).field("seq_sum", &self.seq_sum);
+        if let Some(limit) = self.limit {
+            d.field("limit", &limit);
+        }
+        d.finish()
+    }
 }
 
 /// Without `limit`, a setting rather than a step's outcome, so that run
