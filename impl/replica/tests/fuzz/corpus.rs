@@ -25,7 +25,9 @@ pub fn ops() -> Vec<Op> {
 }
 
 fn batch() -> Value {
-    Value::Batch(Arc::new(ops().into_iter().enumerate().map(|(i, op)| req(7, i as u64 + 1, op)).collect()))
+    let mut reqs: Vec<_> = ops().into_iter().enumerate().map(|(i, op)| req(7, i as u64 + 1, op)).collect();
+    reqs.push(req(8, 0, Op::Register));
+    Value::Batch(Arc::new(reqs))
 }
 
 pub fn snapshot() -> Snapshot {
@@ -41,6 +43,8 @@ pub fn snapshot() -> Snapshot {
     }
     sessions.record(7, Session { seq: 3, reply: Reply::Done, slot: Slot(39) }, bounds);
     sessions.record(9, Session { seq: 1, reply: Reply::Value(Some("x".into())), slot: Slot(12) }, bounds);
+    // A registered client (the counter and its session are decoded too).
+    sessions.register(Slot(40), bounds);
     Snapshot { last_executed: Slot(40), kv, sessions, digest: 0xdead_beef }
 }
 
@@ -71,6 +75,7 @@ pub fn messages() -> Vec<Message> {
 pub fn requests() -> Vec<ClientRequest> {
     let mut v: Vec<ClientRequest> =
         ops().into_iter().enumerate().map(|(i, op)| ClientRequest::Op { client: 42, seq: i as u64 + 1, op, retry: i % 2 == 1 }).collect();
+    v.push(ClientRequest::Op { client: 43, seq: 0, op: Op::Register, retry: false });
     v.push(ClientRequest::Status);
     v.push(ClientRequest::Digest);
     v
@@ -115,6 +120,9 @@ pub fn responses() -> Vec<ClientResponse> {
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Cas { ok: false, current: Some("c".into()) } },
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Redirect { leader: Some(2) } },
         ClientResponse::Reply { client: 1, seq: 2, reply: Reply::SessionExpired },
+        ClientResponse::Reply { client: 43, seq: 0, reply: Reply::Registered { client: 1 << 63 } },
+        ClientResponse::Reply { client: 1, seq: 2, reply: Reply::UnknownClient },
+        ClientResponse::Reply { client: 1, seq: 0, reply: Reply::Malformed },
         ClientResponse::Redirect { client: 1, seq: 2, leader: Some(0), addr: Some("127.0.0.1:7201".into()) },
         ClientResponse::Status(status),
         ClientResponse::Status(collecting),
