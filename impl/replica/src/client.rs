@@ -2,6 +2,12 @@
 //! client's id and an increasing sequence number, so that retrying it after
 //! a timeout or a leader change is safe: the cluster executes it at most
 //! once and answers a retry with the original reply.
+//!
+//! The client id is the cluster's: before its first request, and again
+//! after its session expired, the client registers (`Op::Register`) under
+//! a nonce and continues under the id the log assigns. A delayed request
+//! of an id whose session was evicted is then always expired, never run
+//! again (`stutter_core::sessions`).
 
 use std::time::Duration;
 
@@ -24,8 +30,8 @@ pub enum ClientError {
     /// The cluster evicted this client's session (`stutter_core::sessions`):
     /// the request's outcome is unknown (an earlier attempt may have
     /// executed), and every later request under this client id gets the
-    /// same answer. Continue under a new id ([`Client::renew`]); the
-    /// request is not retried under the same `(client, seq)`.
+    /// same answer. The client registers again before its next request;
+    /// the request is not retried under the same `(client, seq)`.
     SessionExpired,
 }
 
@@ -35,7 +41,7 @@ impl std::fmt::Display for ClientError {
             ClientError::Timeout => write!(f, "no answer before the deadline (outcome unknown)"),
             ClientError::Rejected(r) => write!(f, "rejected: {r:?}"),
             ClientError::Protocol(e) => write!(f, "protocol error: {e}"),
-            ClientError::SessionExpired => write!(f, "session expired (outcome unknown): continue under a new client id"),
+            ClientError::SessionExpired => write!(f, "session expired (outcome unknown): the next request registers a new client id"),
         }
     }
 }
@@ -48,7 +54,10 @@ pub struct Client {
     addrs: Vec<String>,
     current: usize,
     conn: Option<Conn>,
-    id: ClientId,
+    /// Routes the answer to this client's `Register` (below 2^63).
+    nonce: ClientId,
+    /// The id the cluster assigned, once registered.
+    id: Option<ClientId>,
     seq: Seq,
     /// Per attempt on one replica.
     attempt_timeout: Duration,
@@ -86,12 +95,15 @@ async fn round_trip(conn: &mut Conn, req: &ClientRequest, timeout: Duration) -> 
 }
 
 impl Client {
-    pub fn new(addrs: Vec<String>, id: ClientId) -> Client {
+    /// A client of the replicas at `addrs`; `nonce` (below 2^63, e.g.
+    /// [`fresh_client_id`]) routes the answers to its registrations.
+    pub fn new(addrs: Vec<String>, nonce: ClientId) -> Client {
         Client {
             addrs,
             current: 0,
             conn: None,
-            id,
+            nonce,
+            id: None,
             seq: 0,
             attempt_timeout: Duration::from_secs(1),
             deadline: Duration::from_secs(10),
@@ -104,15 +116,30 @@ impl Client {
         self
     }
 
-    pub fn id(&self) -> ClientId {
+    /// The id the cluster assigned, once registered.
+    pub fn id(&self) -> Option<ClientId> {
         self.id
     }
 
-    /// Continues under client id `id`, numbering its requests from 1 again
-    /// (after [`ClientError::SessionExpired`]; `id` must be one never used).
-    pub fn renew(&mut self, id: ClientId) {
-        self.id = id;
+    /// Registers again before the next request, under nonce `nonce`.
+    pub fn renew(&mut self, nonce: ClientId) {
+        self.nonce = nonce;
+        self.id = None;
         self.seq = 0;
+    }
+
+    /// Has the cluster assign this client an id (`Op::Register`), retried
+    /// as any request until the deadline.
+    pub async fn register(&mut self) -> Result<ClientId, ClientError> {
+        let req = ClientRequest::Op { client: self.nonce, seq: 0, op: Op::Register, retry: false };
+        match self.exchange(req).await? {
+            Reply::Registered { client } => {
+                self.id = Some(client);
+                self.seq = 0;
+                Ok(client)
+            }
+            other => Err(ClientError::Protocol(format!("register answered {other:?}"))),
+        }
     }
 
     fn move_to(&mut self, addr: Option<&str>) {
@@ -131,8 +158,23 @@ impl Client {
     /// (`stutter_core::sessions`). Redirects and busy answers promise that
     /// nothing was proposed: they leave the flag as it is.
     pub async fn call(&mut self, op: Op) -> Result<Reply, ClientError> {
+        let id = match self.id {
+            Some(id) => id,
+            None => self.register().await?,
+        };
         self.seq += 1;
-        let mut req = ClientRequest::Op { client: self.id, seq: self.seq, op, retry: false };
+        let req = ClientRequest::Op { client: id, seq: self.seq, op, retry: false };
+        let r = self.exchange(req).await;
+        if matches!(r, Err(ClientError::SessionExpired) | Err(ClientError::Rejected(Reply::UnknownClient))) {
+            // The id is spent: the next request registers first.
+            self.id = None;
+        }
+        r
+    }
+
+    /// Sends `req` until it is answered, following redirects and retrying
+    /// on failures until the deadline (see [`Client::call`]).
+    async fn exchange(&mut self, mut req: ClientRequest) -> Result<Reply, ClientError> {
         let give_up = Instant::now() + self.deadline;
         let mut pause = Duration::from_millis(5);
         while Instant::now() < give_up {
@@ -154,7 +196,9 @@ impl Client {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
-                Ok(ClientResponse::Reply { reply: Reply::Stale, .. }) => return Err(ClientError::Rejected(Reply::Stale)),
+                Ok(ClientResponse::Reply { reply: r @ (Reply::Stale | Reply::UnknownClient | Reply::Malformed), .. }) => {
+                    return Err(ClientError::Rejected(r))
+                }
                 Ok(ClientResponse::Reply { reply: Reply::SessionExpired, .. }) => return Err(ClientError::SessionExpired),
                 Ok(ClientResponse::Reply { reply: Reply::Redirect { .. }, .. }) => {
                     self.move_to(None);
@@ -213,8 +257,9 @@ mod tests {
     use stutter_core::Op;
     use tokio::net::TcpListener;
 
-    /// A replica that answers the first request "outcome unknown" and the
-    /// retry with `Done`; it records every (client, seq) it was sent.
+    /// A replica that registers every client as `REGISTERED_BASE`, answers
+    /// the first other request "outcome unknown" and the retry with
+    /// `Done`; it records every (client, seq) it was sent.
     async fn unknown_then_done() -> (String, tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq, bool)>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -226,9 +271,11 @@ mod tests {
                 let (r, mut w) = s.into_split();
                 let mut r = BufReader::new(r);
                 while let Ok(Some(body)) = wire::read_frame(&mut r, wire::MAX_CLIENT_FRAME).await {
-                    let Ok(ClientRequest::Op { client, seq, retry, .. }) = wire::decode(&body) else { return };
+                    let Ok(ClientRequest::Op { client, seq, retry, op }) = wire::decode(&body) else { return };
                     let _ = seen_tx.send((client, seq, retry));
-                    let resp = if std::mem::take(&mut first) {
+                    let resp = if op == Op::Register {
+                        ClientResponse::Reply { client, seq, reply: Reply::Registered { client: stutter_core::REGISTERED_BASE } }
+                    } else if std::mem::take(&mut first) {
                         ClientResponse::Unknown { client, seq }
                     } else {
                         ClientResponse::Reply { client, seq, reply: Reply::Done }
@@ -246,13 +293,56 @@ mod tests {
     async fn an_unknown_outcome_is_retried_with_the_same_sequence_number() {
         let (addr, mut seen) = unknown_then_done().await;
         let mut c = Client::new(vec![addr.clone(), addr], 42).with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
+        let id = stutter_core::REGISTERED_BASE;
         let r = c.call(Op::Put { key: "k".into(), value: "v".into() }).await;
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
-        assert_eq!(seen.recv().await, Some((42, 1, false)), "a first attempt is not a retry");
-        assert_eq!(seen.recv().await, Some((42, 1, true)), "the retry reuses (client, seq), flagged");
-        // The next call is a first attempt again.
+        assert_eq!(seen.recv().await, Some((42, 0, false)), "the first call registers under the nonce");
+        assert_eq!(c.id(), Some(id));
+        assert_eq!(seen.recv().await, Some((id, 1, false)), "a first attempt is not a retry");
+        assert_eq!(seen.recv().await, Some((id, 1, true)), "the retry reuses (client, seq), flagged");
+        // The next call is a first attempt again, under the same id.
         let r = c.call(Op::Put { key: "k".into(), value: "w".into() }).await;
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
-        assert_eq!(seen.recv().await, Some((42, 2, false)));
+        assert_eq!(seen.recv().await, Some((id, 2, false)));
+    }
+
+    /// A client whose session expired registers again before its next
+    /// request and continues under the new id, numbering from 1.
+    #[tokio::test]
+    async fn an_expired_session_is_followed_by_a_new_registration() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let Ok((s, _)) = listener.accept().await else { return };
+            let (r, mut w) = s.into_split();
+            let mut r = BufReader::new(r);
+            let (mut registered, mut expired) = (0u64, false);
+            while let Ok(Some(body)) = wire::read_frame(&mut r, wire::MAX_CLIENT_FRAME).await {
+                let Ok(ClientRequest::Op { client, seq, op, .. }) = wire::decode(&body) else { return };
+                let _ = seen_tx.send((client, seq));
+                let reply = if op == Op::Register {
+                    registered += 1;
+                    Reply::Registered { client: stutter_core::REGISTERED_BASE + registered - 1 }
+                } else if !std::mem::replace(&mut expired, true) {
+                    Reply::SessionExpired
+                } else {
+                    Reply::Done
+                };
+                if w.write_all(&wire::encode(&ClientResponse::Reply { client, seq, reply }).unwrap()).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let base = stutter_core::REGISTERED_BASE;
+        let mut c = Client::new(vec![addr], 42).with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
+        let r = c.call(Op::Put { key: "k".into(), value: "v".into() }).await;
+        assert!(matches!(r, Err(ClientError::SessionExpired)), "{r:?}");
+        assert_eq!(c.id(), None, "the expired id is dropped");
+        let r = c.call(Op::Put { key: "k".into(), value: "w".into() }).await;
+        assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
+        assert_eq!(c.id(), Some(base + 1));
+        let sent: Vec<_> = std::iter::from_fn(|| seen.try_recv().ok()).collect();
+        assert_eq!(sent, vec![(42, 0), (base, 1), (42, 0), (base + 1, 1)]);
     }
 }

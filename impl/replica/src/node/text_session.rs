@@ -1,6 +1,6 @@
 //! One connection of Replicant's text protocol (`crate::text` is its codec).
 
-use stutter_core::{ClientId, Request};
+use stutter_core::{ClientId, Reply, Request};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
@@ -19,6 +19,13 @@ use crate::wire::ClientResponse;
 /// gets an error line and closes the connection. So does an expired
 /// session (`error session expired`): the connection is the client, and a
 /// new connection is a new client with a session of its own.
+///
+/// The connection registers (`Op::Register`, under `client` as the nonce)
+/// before its first operation and uses the id the log assigns, so that a
+/// delayed request of it is never executed after its session was
+/// forgotten (`stutter_core::sessions`). Until a registration succeeds,
+/// an operation line is answered as the registration was (a redirect, or
+/// `retry`): the operation itself was not sent.
 pub async fn serve(
     mut r: BufReader<OwnedReadHalf>,
     mut w: OwnedWriteHalf,
@@ -27,6 +34,8 @@ pub async fn serve(
     max_line: usize,
 ) -> std::io::Result<()> {
     let (tx, mut rx) = mpsc::channel::<ClientResponse>(1);
+    let nonce = client;
+    let mut client: Option<ClientId> = None;
     let mut seq = 0u64;
     let mut line = Vec::new();
     let mut out = Vec::new();
@@ -40,12 +49,35 @@ pub async fn serve(
             }
         }
         let resp = match text::parse(&line) {
-            Ok(Command::Op(op)) => {
+            Ok(Command::Op(op)) => 'op: {
+                let id = match client {
+                    Some(id) => id,
+                    None => {
+                        let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
+                        if events.send(Event::Client { reply: slot, req: Request::register(nonce, false) }).await.is_err() {
+                            return Ok(());
+                        }
+                        match rx.recv().await {
+                            Some(ClientResponse::Reply { reply: Reply::Registered { client: id }, .. }) => {
+                                client = Some(id);
+                                id
+                            }
+                            // Not registered (not the leader, busy, no
+                            // outcome in time): the operation was not
+                            // sent, so the line may be sent again.
+                            Some(resp @ (ClientResponse::Redirect { .. } | ClientResponse::Reply { reply: Reply::Redirect { .. }, .. })) => {
+                                break 'op resp;
+                            }
+                            Some(_) => break 'op ClientResponse::Reply { client: nonce, seq: 0, reply: Reply::Busy },
+                            None => return Ok(()),
+                        }
+                    }
+                };
                 seq += 1;
                 let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
                 // Never a retry: each line is a new seq; a line whose
                 // outcome is unknown is not resent under it.
-                if events.send(Event::Client { reply: slot, req: Request::new(client, seq, op) }).await.is_err() {
+                if events.send(Event::Client { reply: slot, req: Request::new(id, seq, op) }).await.is_err() {
                     return Ok(());
                 }
                 match rx.recv().await {
@@ -64,7 +96,7 @@ pub async fn serve(
             Err(e) => ClientResponse::Error(e),
         };
         write_reply(&mut w, &mut out, &resp).await?;
-        if matches!(resp, ClientResponse::Reply { reply: stutter_core::Reply::SessionExpired, .. }) {
+        if matches!(resp, ClientResponse::Reply { reply: Reply::SessionExpired, .. }) {
             return Ok(());
         }
         if line.capacity() > 1 << 20 {
