@@ -37,8 +37,14 @@ pub struct Job {
 /// the client and the positions are only answered in the order they were
 /// sent.
 struct RequestPosition {
+    /// Framed: the nonce of its registration until `registered`, then the
+    /// id the log assigned.
     client: ClientId,
+    /// Framed: 0 while its registration is in flight.
     seq: Seq,
+    /// Framed: `client` is an id the log assigned; until then the job
+    /// waits while a `Register` under the nonce goes out.
+    registered: bool,
     job: Option<Job>,
     /// When the current call of `job` was sent (its timeout runs from here).
     sent: Instant,
@@ -125,6 +131,7 @@ impl Conn {
             .map(|s| RequestPosition {
                 client: first_client.wrapping_add((c * window + s) as u64) & CLIENT_ID_MASK,
                 seq: 0,
+                registered: false,
                 job: None,
                 sent: Instant::now(),
                 in_doubt: false,
@@ -172,6 +179,7 @@ impl Conn {
                 self.order.push_back(pos);
                 Ok(())
             }
+            Protocol::Framed if !sl.registered => crate::framed_target::encode_register(sl.client, sl.retry, &mut self.wbuf),
             Protocol::Framed => crate::framed_target::encode_request(sl.client, sl.seq, &job.op, sl.retry, &mut self.wbuf),
         };
         match encoded {
@@ -193,8 +201,13 @@ impl Conn {
         if ctx.ops_per_client > 0 && sl.seq >= ctx.ops_per_client {
             sl.client = ctx.fresh_client();
             sl.seq = 0;
+            sl.registered = false;
         }
-        sl.seq += 1;
+        // Framed: an unregistered position registers first (seq 0); the
+        // job's seq follows once the id is assigned.
+        if sl.registered || ctx.protocol == Protocol::Text {
+            sl.seq += 1;
+        }
         sl.job = Some(job);
         sl.in_doubt = false;
         sl.retry = false;
@@ -440,10 +453,24 @@ impl Conn {
                                 if let Some(sl) = self.positions.get_mut(pos) {
                                     sl.client = id;
                                     sl.seq = 0;
+                                    sl.registered = false;
                                 }
                             }
                         }
                     }
+                }
+                Event::Registered { nonce, id } => {
+                    let pos = self.positions.iter().position(|s| !s.registered && s.client == nonce && s.job.is_some());
+                    // A late answer to a resent registration: that id is
+                    // wasted, the position registered already.
+                    let Some(pos) = pos else { continue };
+                    let sl = &mut self.positions[pos];
+                    sl.client = id;
+                    sl.seq = 1;
+                    sl.registered = true;
+                    sl.in_doubt = false;
+                    sl.retry = false;
+                    self.send(c, pos, ctx);
                 }
                 Event::Redirect { addr, of } => {
                     // Nothing was proposed for the request it answers; the

@@ -5,6 +5,10 @@
 //! replies may come back in any order. A retried `(client, seq)` is executed
 //! at most once (the replicated session table answers it with the original
 //! reply), so in-flight requests can be re-sent after a reconnect.
+//!
+//! A logical client registers (`Op::Register`, under its nonce at seq 0)
+//! before its first request and after its session expired, and uses the
+//! id the log assigns (`stutter_core::sessions`).
 
 use stutter_core::{ClientId, Op as CoreOp, Reply, Seq};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse};
@@ -24,12 +28,22 @@ pub fn encode_request(client: ClientId, seq: Seq, op: &Op, retry: bool, buf: &mu
     Ok(())
 }
 
+/// Appends the frame of a registration under `nonce`, flagged a retry or not.
+pub fn encode_register(nonce: ClientId, retry: bool, buf: &mut Vec<u8>) -> Result<(), CallError> {
+    let frame = wire::encode(&ClientRequest::Op { client: nonce, seq: 0, op: CoreOp::Register, retry })
+        .map_err(|e| CallError::Io(format!("encode: {e}")))?;
+    buf.extend_from_slice(&frame);
+    Ok(())
+}
+
 /// What one reply frame means for the bench.
 #[derive(Debug)]
 pub enum Event {
     /// The reply to `(client, seq)`: an answer, or a reason to send it
     /// again (`NotLeader`: busy, nothing proposed; `Io`: outcome unknown).
     Reply { client: ClientId, seq: Seq, result: Result<Answer, CallError> },
+    /// The registration under `nonce` assigned `id`.
+    Registered { nonce: ClientId, id: ClientId },
     /// The replica is not the leader; `addr` is the leader's client address
     /// if it knows one. Nothing was proposed for `of`, the request it
     /// answers.
@@ -41,6 +55,9 @@ pub enum Event {
 /// Decodes one frame body.
 pub fn parse_frame(body: &[u8]) -> Event {
     match wire::decode::<ClientResponse>(body) {
+        Ok(ClientResponse::Reply { client, seq: 0, reply: Reply::Registered { client: id } }) => {
+            Event::Registered { nonce: client, id }
+        }
         Ok(ClientResponse::Reply { client, seq, reply }) => {
             let result = match reply {
                 Reply::Value(v) => Ok(Answer::Value(v.map(|b| b.to_vec()))),
@@ -138,5 +155,13 @@ mod tests {
         assert!(matches!(unknown, Event::Reply { client: 4, seq: 9, result: Err(CallError::Io(_)) }));
         assert!(matches!(parse(ClientResponse::Error("malformed request".into())), Event::Unexpected(_)));
         assert!(matches!(parse_frame(&[9, 9, 9]), Event::Unexpected(_)));
+        let id = stutter_core::REGISTERED_BASE + 3;
+        let registered = parse(ClientResponse::Reply { client: 4, seq: 0, reply: Reply::Registered { client: id } });
+        assert!(matches!(registered, Event::Registered { nonce: 4, id: i } if i == id));
+        let mut buf = Vec::new();
+        encode_register(4, true, &mut buf).unwrap();
+        let (body, _) = next_frame(&buf, 0).unwrap().unwrap();
+        let req: ClientRequest = wire::decode(&buf[body]).unwrap();
+        assert_eq!(req, ClientRequest::Op { client: 4, seq: 0, op: CoreOp::Register, retry: true });
     }
 }

@@ -178,6 +178,11 @@ mod tests {
                         kv.insert(key.to_vec(), value.to_vec());
                         Reply::Done
                     }
+                    // Ids unique across the mock replicas of a test.
+                    CoreOp::Register => {
+                        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                        Reply::Registered { client: stutter_core::REGISTERED_BASE + NEXT.fetch_add(1, Ordering::SeqCst) }
+                    }
                     _ => return false,
                 };
                 ClientResponse::Reply { client, seq, reply }
