@@ -103,6 +103,15 @@ pub struct Config {
     /// keep resending a first request, before it is expired rather than
     /// served (`sessions.rs`).
     pub session_tombstones: usize,
+    /// Serve only clients whose id the log assigned (`Op::Register`, ids
+    /// from `REGISTERED_BASE` up): a request of any other id but a
+    /// `Register` is answered `UnknownClient` where it enters and never
+    /// proposed. Registered ids need no assumption on message delays for
+    /// at-most-once execution; legacy ids (tombstones and the retry flag)
+    /// do (docs/protocol.md, "Session expiry"). On in the real replica,
+    /// whose clients all register; off by default, so that the
+    /// simulator's legacy clients run as before.
+    pub registered_clients_only: bool,
     /// Run [`crate::Replica::check_invariants`] after every step (always
     /// on in debug builds; the simulator turns it on in release builds).
     pub check_invariants: bool,
@@ -143,6 +152,7 @@ impl Default for Config {
             // simulator sets its own (unbounded unless a scenario bounds it).
             session_limit: 100_000,
             session_tombstones: 0,
+            registered_clients_only: false,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]
             injected_bug: None,

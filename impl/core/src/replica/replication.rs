@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::io::{Output, Record};
 use crate::message::Message;
 use crate::quorum::VoteSet;
+use crate::sessions::is_registered_id;
 use crate::state_machine::Outcome;
 use crate::trace::{value_ids, Action};
 use crate::types::{Ballot, InstanceState, Op, ReplicaId, Reply, Request, Slot, Time, Value};
@@ -31,6 +32,13 @@ impl Replica {
         // here, never proposed.
         if req.malformed().is_some() {
             out.push(Output::Reply { client, seq, reply: Reply::Malformed });
+            return;
+        }
+        // A replica that serves registered clients only refuses any other
+        // id here (`Config::registered_clients_only`): definite, nothing
+        // proposed; the client registers and continues under its new id.
+        if self.cfg.registered_clients_only && req.op != Op::Register && !is_registered_id(client) {
+            out.push(Output::Reply { client, seq, reply: Reply::UnknownClient });
             return;
         }
         // The negative control answers reads from the local state on any

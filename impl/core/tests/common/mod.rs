@@ -43,6 +43,7 @@ pub fn test_config(n: usize) -> Config {
         pre_vote: false,
         session_limit: usize::MAX,
         session_tombstones: 0,
+        registered_clients_only: false,
         injected_bug: None,
     }
 }

@@ -359,6 +359,7 @@ impl Interp {
                 "gc_handoff_eager" => cfg.gc_handoff_eager = v == "true",
                 "commit_on_accept" => cfg.commit_on_accept = v == "true",
                 "pre_vote" => cfg.pre_vote = v == "true",
+                "registered_clients_only" => cfg.registered_clients_only = v == "true",
                 other => return Err(format!("unknown config '{other}'")),
             }
         }
