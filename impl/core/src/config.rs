@@ -105,8 +105,9 @@ pub struct Config {
     pub session_tombstones: usize,
     /// Serve only clients whose id the log assigned (`Op::Register`, ids
     /// from `REGISTERED_BASE` up): a request of any other id but a
-    /// `Register` is answered `UnknownClient` where it enters and never
-    /// proposed. Registered ids need no assumption on message delays for
+    /// `Register` or a read is answered `UnknownClient` where it enters
+    /// and never proposed; such a read is served without a session,
+    /// never through the log. Registered ids need no assumption on message delays for
     /// at-most-once execution; legacy ids (tombstones and the retry flag)
     /// do (docs/protocol.md, "Session expiry"). On in the real replica,
     /// whose clients all register; off by default, so that the

@@ -37,7 +37,11 @@ impl Replica {
         // A replica that serves registered clients only refuses any other
         // id here (`Config::registered_clients_only`): definite, nothing
         // proposed; the client registers and continues under its new id.
-        if self.cfg.registered_clients_only && req.op != Op::Register && !is_registered_id(client) {
+        // Reads are the exception: they change nothing, need no session,
+        // and such a replica never puts an unregistered client's read in
+        // the log (below), so a read-only client need not register.
+        let unregistered = self.cfg.registered_clients_only && !is_registered_id(client);
+        if unregistered && !matches!(req.op, Op::Register | Op::Get { .. }) {
             out.push(Output::Reply { client, seq, reply: Reply::UnknownClient });
             return;
         }
@@ -86,7 +90,7 @@ impl Replica {
         // tombstones have been forgotten, so that the client's first
         // request takes a session: a later request of an unknown client
         // above seq 1 is then expired (`sessions.rs`).
-        let read_in_log = self.sm.sessions.first_request_takes_session(client);
+        let read_in_log = !unregistered && self.sm.sessions.first_request_takes_session(client);
         if let Op::Get { key } = req.op {
             if !read_in_log {
                 return self.queue_read(client, seq, key, out);

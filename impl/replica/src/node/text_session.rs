@@ -1,6 +1,6 @@
 //! One connection of Replicant's text protocol (`crate::text` is its codec).
 
-use stutter_core::{ClientId, Reply, Request};
+use stutter_core::{ClientId, Op, Reply, Request};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
@@ -21,11 +21,15 @@ use crate::wire::ClientResponse;
 /// new connection is a new client with a session of its own.
 ///
 /// The connection registers (`Op::Register`, under `client` as the nonce)
-/// before its first operation and uses the id the log assigns, so that a
+/// before its first write and uses the id the log assigns, so that a
 /// delayed request of it is never executed after its session was
 /// forgotten (`stutter_core::sessions`). Until a registration succeeds,
-/// an operation line is answered as the registration was (a redirect, or
-/// `retry`): the operation itself was not sent.
+/// a write line is answered as the registration was (a redirect, or
+/// `retry`): the write itself was not sent. Reads need no session (a
+/// replica serving registered clients only takes them from any id and
+/// never logs them), so a connection that only reads costs no consensus
+/// round, and a read is answered by whichever replica the connection
+/// reached as before (a follower redirects it).
 pub async fn serve(
     mut r: BufReader<OwnedReadHalf>,
     mut w: OwnedWriteHalf,
@@ -52,6 +56,7 @@ pub async fn serve(
             Ok(Command::Op(op)) => 'op: {
                 let id = match client {
                     Some(id) => id,
+                    None if matches!(op, Op::Get { .. }) => nonce,
                     None => {
                         let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
                         if events.send(Event::Client { reply: slot, req: Request::register(nonce, false) }).await.is_err() {
@@ -60,6 +65,10 @@ pub async fn serve(
                         match rx.recv().await {
                             Some(ClientResponse::Reply { reply: Reply::Registered { client: id }, .. }) => {
                                 client = Some(id);
+                                // The new id's session starts at seq 0;
+                                // the reads sent under the nonce had
+                                // seqs of their own.
+                                seq = 0;
                                 id
                             }
                             // Not registered (not the leader, busy, no
