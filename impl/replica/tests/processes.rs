@@ -409,7 +409,8 @@ fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_th
     // The frames of the protocol before authentication: a Prepare with a
     // huge ballot "from" a member, sent without a handshake. The replica
     // reads them as a (bad) handshake and closes the connection.
-    let forged = (impostor, Message::Prepare { ballot: Ballot(1 << 40), last_executed: Slot(0) });
+    let forged_ballot = Ballot(1 << 40);
+    let forged = (impostor, Message::Prepare { ballot: forged_ballot, last_executed: Slot(0) });
     let mut s = TcpStream::connect(&cl.peers[leader]).expect("connect");
     let _ = s.write_all(&wire::encode(&forged).expect("encode"));
     assert!(closed_by_peer(&mut s), "a connection without the handshake is closed");
@@ -419,11 +420,18 @@ fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_th
     let _ = s.write_all(&[0u8; 64]);
     assert!(closed_by_peer(&mut s), "a length prefix is not a handshake");
 
-    // Nothing changed: the same leader at the same ballot, still serving.
+    // Nothing changed: the cluster still serves, and no replica took the
+    // forged ballot (a Prepare read as authentic would have raised the
+    // leader's ballot to it and unseated it). The leader itself may have
+    // changed for an ordinary reason (on a loaded machine an election
+    // timeout can pass: this test flaked on "same leader, same ballot"),
+    // which shows as a ballot only a few rounds higher.
     let mut c = cl.client();
     assert_eq!(rt.block_on(c.call(put("after", "v-after"))).expect("put"), Reply::Done);
-    let after = rt.block_on(client::status(&cl.clients[leader], Duration::from_secs(1))).expect("status");
-    assert_eq!((after.role, after.ballot), (Role::Leader, before.ballot), "the leader was not unseated");
+    for (i, addr) in cl.clients.iter().enumerate() {
+        let s = rt.block_on(client::status(addr, Duration::from_secs(1))).expect("status");
+        assert!(s.ballot < forged_ballot, "replica {i} took the forged ballot: {s:?} (before: {before:?})");
+    }
     let log = cl.log(leader);
     assert!(log.contains("peer handshake refused"), "the refusals are logged:\n{log}");
     assert!(log.contains("MAC mismatch") || log.contains("not a stutter peer"), "{log}");
