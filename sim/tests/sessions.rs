@@ -94,3 +94,21 @@ fn legacy_clients_use_ids_below_the_registered_base() {
     assert!(!out.history.is_empty());
     assert!(out.history.iter().all(|o| o.client < stutter_core::REGISTERED_BASE), "every operation under a legacy id");
 }
+
+/// The exported history (`sim run --export-history`) names registered
+/// clients by processes that a signed 64-bit reader takes (the campaigns'
+/// checker decodes a process into a Go `int`), one process per client id.
+#[test]
+fn exported_histories_of_registered_clients_fit_a_signed_process() {
+    let out = stutter_sim::run(registered(), 3);
+    let mut buf = Vec::new();
+    stutter_sim::history::write_ndjson(&mut buf, &out.history).expect("write");
+    let mut processes = std::collections::BTreeSet::new();
+    for line in String::from_utf8(buf).expect("utf-8").lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("json");
+        processes.insert(v["process"].as_i64().expect("a process that fits an i64"));
+    }
+    let clients: std::collections::BTreeSet<_> = out.history.iter().map(|o| o.client).collect();
+    assert!(clients.len() > 100, "{} clients", clients.len());
+    assert_eq!(processes.len(), clients.len(), "one process per client id");
+}
