@@ -13,12 +13,13 @@
 //! table is bounded, `Config::session_limit`) records the operation as of
 //! unknown outcome and continues under a new client id, numbering from 1.
 //!
-//! With registration (`Scenario::register`, `sim run/swarm --register`) a
-//! client has the log assign its id: before its first operation, and again
-//! after its session expired, it sends `Op::Register` under a nonce (the id
-//! it would otherwise have used), resent as any request is, and takes the
-//! id of the first `Registered` answer it gets (a resend that also
-//! executed wastes an id).
+//! By default a client registers, as the real client library does: the log
+//! assigns its id. Before its first operation, and again after its session
+//! expired, it sends `Op::Register` under a nonce (the id it would
+//! otherwise have used), resent as any request is, and takes the id of the
+//! first `Registered` answer it gets (a resend that also executed wastes an
+//! id). Legacy clients (`Scenario::legacy_clients`, `sim run/swarm
+//! --legacy-clients`) use those ids below 2^63 directly.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -105,7 +106,8 @@ pub struct Clients {
     written: BTreeMap<u64, Vec<u64>>,
     zipf: Zipf,
     stop_issuing: Time,
-    /// Clients register before their first operation (`Scenario::register`).
+    /// Clients register before their first operation (unless
+    /// `Scenario::legacy_clients`).
     register: bool,
     /// Assigned id ↦ (client index, id number).
     assigned: BTreeMap<ClientId, (usize, usize)>,
@@ -151,7 +153,7 @@ impl Clients {
             written: BTreeMap::new(),
             zipf: Zipf::new(s.workload.keys, s.workload.zipf_theta),
             stop_issuing: s.duration,
-            register: s.register,
+            register: !s.legacy_clients,
             assigned: BTreeMap::new(),
         }
     }

@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use serde::Serialize;
-use stutter_core::{ClientId, Seq, Time};
+use stutter_core::{ClientId, Seq, Time, REGISTERED_BASE};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -84,6 +84,15 @@ fn events(ops: &[HistOp]) -> Vec<(Time, usize, bool)> {
     ev
 }
 
+/// An operation's Jepsen process: its client id, a registered id
+/// `2^63 + k` as `k`. Readers of the exported histories take a process for
+/// a signed 64-bit integer (the campaigns' checker, `jepsen/internal/hist`,
+/// a Go `int`), which registered ids overflow; in one run every id is
+/// registered or every one legacy, so no two clients share a process.
+pub fn process(client: ClientId) -> u64 {
+    client.checked_sub(REGISTERED_BASE).unwrap_or(client)
+}
+
 /// Writes the history as ndjson in the campaigns' format (times in ns).
 pub fn write_ndjson(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
     for (index, (t, i, done)) in events(ops).into_iter().enumerate() {
@@ -95,14 +104,14 @@ pub fn write_ndjson(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
             (Outcome::Fail(_), true) => ("fail", op.value, 0),
             (Outcome::Pending | Outcome::Unknown(_), true) => ("info", op.value, 0),
         };
-        let line = Line { index, ty, f: op.f, process: op.client, time: t * 1_000, key: format!("k{}", op.key), value, from: if op.f == F::Cas { op.from } else { 0 }, to };
+        let line = Line { index, ty, f: op.f, process: process(op.client), time: t * 1_000, key: format!("k{}", op.key), value, from: if op.f == F::Cas { op.from } else { 0 }, to };
         serde_json::to_writer(&mut *w, &line)?;
         writeln!(w)?;
     }
     // Pending operations end as :info at the end of the history.
     let end = ops.iter().filter_map(|o| o.complete).max().unwrap_or(0);
     for op in ops.iter().filter(|o| o.complete.is_none()) {
-        let line = Line { index: 0, ty: "info", f: op.f, process: op.client, time: end * 1_000, key: format!("k{}", op.key), value: op.value, from: op.from, to: 0 };
+        let line = Line { index: 0, ty: "info", f: op.f, process: process(op.client), time: end * 1_000, key: format!("k{}", op.key), value: op.value, from: op.from, to: 0 };
         serde_json::to_writer(&mut *w, &line)?;
         writeln!(w)?;
     }
@@ -140,7 +149,7 @@ pub fn write_edn(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
             F::Write => ":write",
             F::Cas => ":cas",
         };
-        writeln!(w, "{{:type {ty}, :f {f}, :value [{} {value}], :process {}, :time {}, :index {index}}}", op.key, op.client, t * 1_000)?;
+        writeln!(w, "{{:type {ty}, :f {f}, :value [{} {value}], :process {}, :time {}, :index {index}}}", op.key, process(op.client), t * 1_000)?;
         index += 1;
     }
     for op in ops.iter().filter(|o| o.complete.is_none()) {
@@ -149,7 +158,7 @@ pub fn write_edn(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
             F::Write => ":write",
             F::Cas => ":cas",
         };
-        writeln!(w, "{{:type :info, :f {f}, :value [{} nil], :process {}, :index {index}}}", op.key, op.client)?;
+        writeln!(w, "{{:type :info, :f {f}, :value [{} nil], :process {}, :index {index}}}", op.key, process(op.client))?;
         index += 1;
     }
     Ok(())

@@ -78,7 +78,9 @@ enum Cmd {
     Run {
         #[arg(long)]
         seed: u64,
-        /// A named scenario (default: the one `swarm` derives from the seed).
+        /// A named scenario, optionally ending in `+legacy-clients`, or the
+        /// name `swarm` printed for this seed (default: the one `swarm`
+        /// derives from the seed).
         #[arg(long)]
         scenario: Option<String>,
         /// Write every trace event (ndjson) to this file.
@@ -122,9 +124,12 @@ enum Cmd {
         /// and commit_on_accept.
         #[arg(long)]
         fast_handoff: bool,
-        /// Clients register and use the id the log assigns (Op::Register).
+        /// Legacy clients: unregistered ids below 2^63, tombstones and the
+        /// retry flag, and the replicas serve them (by default clients
+        /// register, Op::Register, and only registered ids are served).
+        /// The same as the scenario suffix `+legacy-clients`.
         #[arg(long)]
-        register: bool,
+        legacy_clients: bool,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -168,11 +173,13 @@ enum Cmd {
         /// Config::gc_grant_after_grace on every seed.
         #[arg(long)]
         grant_after_grace: bool,
-        /// Clients register and use the id the log assigns (Op::Register).
+        /// Legacy clients on every seed (as `run --legacy-clients`); the
+        /// scenario names printed end in `+legacy-clients`.
         #[arg(long)]
-        register: bool,
+        legacy_clients: bool,
     },
-    /// Runs per second of 10-virtual-second runs with load and GC pauses.
+    /// Runs per second of 10-virtual-second runs with load and GC pauses
+    /// (legacy clients, so that the figures stay comparable).
     Bench {
         #[arg(long, default_value_t = 200)]
         runs: u64,
@@ -356,7 +363,9 @@ impl SetupArgs {
 fn scenario(name: &Option<String>, seed: u64) -> Result<Scenario> {
     match name {
         None => Ok(Scenario::from_seed(seed)),
-        Some(n) => Scenario::named(n).with_context(|| format!("unknown scenario {n}; try `sim scenarios`")),
+        Some(n) => Scenario::parse(n, seed).with_context(|| {
+            format!("unknown scenario {n} for seed {seed}; try `sim scenarios` (a name may end in +legacy-clients; `swarm` is the seed's swarm scenario)")
+        }),
     }
 }
 
@@ -548,11 +557,13 @@ fn main() -> Result<()> {
             session_tombstones,
             clients,
             fast_handoff,
-            register,
+            legacy_clients,
         } => {
             let mut s = scenario(&name, seed)?;
             s.pre_vote |= pre_vote;
-            s.register |= register;
+            if legacy_clients {
+                s.set_legacy_clients();
+            }
             if fast_handoff {
                 s.gc_handoff_promise = true;
                 s.gc_handoff_eager = true;
@@ -627,7 +638,7 @@ fn main() -> Result<()> {
             clients,
             fast_handoff,
             grant_after_grace,
-            register,
+            legacy_clients,
         } => {
             let (a, b) = parse_range(&seeds)?;
             let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
@@ -659,9 +670,8 @@ fn main() -> Result<()> {
                     s.gc_grant_after_grace = true;
                     s.name += "+grant-after-grace";
                 }
-                if register {
-                    s.register = true;
-                    s.name += "+register";
+                if legacy_clients {
+                    s.set_legacy_clients();
                 }
                 let out = stutter_sim::run(s.clone(), seed);
                 out.violations.first().map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))
@@ -685,7 +695,10 @@ fn main() -> Result<()> {
             }
         }
         Cmd::Bench { runs, jobs } => {
-            let s = Scenario::named("gc-memory-pressure").context("preset")?;
+            // Legacy clients, as every figure of this bench before
+            // registration became the default (docs/simulator.md, "Speed
+            // and CI"): the series stays comparable.
+            let s = Scenario::parse("gc-memory-pressure+legacy-clients", 0).context("preset")?;
             let t = Instant::now();
             let mut events = 0;
             stutter_sim::parallel::in_order(0, runs, jobs, |seed| stutter_sim::run(s.clone(), seed).events, |_, e| {
@@ -694,7 +707,7 @@ fn main() -> Result<()> {
             });
             let secs = t.elapsed().as_secs_f64();
             println!(
-                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses) on {jobs} thread(s) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
+                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses, legacy clients) on {jobs} thread(s) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
                 runs as f64 / secs,
                 runs as f64 / secs * 60.0,
                 events as f64 / secs

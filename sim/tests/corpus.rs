@@ -10,7 +10,7 @@ fn every_corpus_seed_runs_clean() {
         let mut parts = line.split_whitespace();
         let seed: u64 = parts.next().and_then(|s| s.parse().ok()).expect("seed");
         let name = parts.next().expect("scenario");
-        let scenario = if name == "swarm" { Scenario::from_seed(seed) } else { Scenario::named(name).expect("known scenario") };
+        let scenario = Scenario::parse(name, seed).expect("known scenario");
         let out = stutter_sim::run(scenario, seed);
         assert!(out.violations.is_empty(), "{line}: {:?}", out.violations);
         if let Some(h) = parts.next() {

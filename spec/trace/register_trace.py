@@ -3,9 +3,10 @@
 simulated one, until the core traces them itself (docs/conformance.md,
 "Registration and bounded sessions").
 
-The simulator's clients do not register yet, so this takes a run of
-legacy clients (`sim run --seed 1 --scenario calm --duration 1.5
---rate 100 --trace F`), keeps its events up to the last Execute of slot
+It takes a run of legacy clients (`sim run --seed 1 --scenario calm
+--legacy-clients --duration 1.5 --rate 100 --trace F`; the simulator's
+clients did not register when it was written, and register by default
+since), keeps its events up to the last Execute of slot
 len(SCRIPT), and rewrites the value of slot k (wherever the trace shows
 it: Propose, HandleAccept, BecomeLeader entries, Execute) to SCRIPT[k].
 It then recomputes, for every replica, what executing the new values does

@@ -645,9 +645,10 @@ pub fn core_config(s: &Scenario) -> Config {
         pre_vote: s.pre_vote,
         session_limit: s.session_limit,
         session_tombstones: s.session_tombstones,
-        // Registering clients (`--register`) are served as the real
-        // replica serves them: registered ids only.
-        registered_clients_only: s.register,
+        // Registering clients (the default) are served as the real
+        // replica serves them: registered ids only; legacy clients
+        // (`--legacy-clients`) need the legacy rules.
+        registered_clients_only: !s.legacy_clients,
         injected_bug: s.bug,
     }
 }
