@@ -69,8 +69,12 @@ impl Replica {
         let flagged = retry && !injected!(self.cfg, IgnoreRetryFlag);
         // A `Register` (seq 0) is never answered early: it executes each
         // time it is chosen. Nor is an id this replica has not seen
-        // assigned (`Snapshot::lookup`).
-        if let Some(outcome) = self.sm.lookup(client, seq, flagged) {
+        // assigned (`Snapshot::lookup`). Nor is an unregistered client's
+        // read under registered-only serving: it has no session to look up,
+        // and once legacy tombstones were forgotten (a table from before
+        // the switch) the legacy rule would call its second read expired.
+        let session = if unregistered { None } else { self.sm.lookup(client, seq, flagged) };
+        if let Some(outcome) = session {
             let no_expiry = injected!(self.cfg, RegisteredNoExpiry) && crate::sessions::is_registered_id(client);
             if !(no_expiry && outcome == Outcome::Expired) {
                 out.push(Output::Reply { client, seq, reply: outcome.reply() });
