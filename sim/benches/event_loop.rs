@@ -29,7 +29,13 @@ fn queue(c: &mut Criterion) {
                 x ^= x << 17;
                 x
             };
-            let delay = |r: u64| if r & 7 == 0 { 1_000_000 + r % 4_000_000 } else { r % 5_000 };
+            let delay = |r: u64| {
+                if r & 7 == 0 {
+                    1_000_000 + r % 4_000_000
+                } else {
+                    r % 5_000
+                }
+            };
             for i in 0..150u64 {
                 q.push(0, delay(draw()), [i; 16]);
             }
@@ -56,7 +62,9 @@ fn runs(c: &mut Criterion) {
     let mut g = c.benchmark_group("run");
     g.sample_size(10);
     g.throughput(Throughput::Elements(events));
-    g.bench_function("gc_memory_pressure_10s_events", |b| b.iter(|| stutter_sim::run(s.clone(), 1).trace_hash));
+    g.bench_function("gc_memory_pressure_10s_events", |b| {
+        b.iter(|| stutter_sim::run(s.clone(), 1).trace_hash)
+    });
     g.finish();
 }
 

@@ -46,11 +46,21 @@ pub enum ClientEvent {
     /// reaches replica `r` at `at`, flagged a retry or not. (The request
     /// itself is copied when it arrives: an index keeps the world's events
     /// small.)
-    Arrive { r: ReplicaId, op: usize, retry: bool, at: Time },
+    Arrive {
+        r: ReplicaId,
+        op: usize,
+        retry: bool,
+        at: Time,
+    },
     /// Client `c`'s timeout entry (one per client, moved to the latest).
     Timeout { c: usize, at: Time },
     /// A `Register` under `nonce` reaches replica `r` at `at`.
-    Register { r: ReplicaId, nonce: ClientId, retry: bool, at: Time },
+    Register {
+        r: ReplicaId,
+        nonce: ClientId,
+        retry: bool,
+        at: Time,
+    },
 }
 
 struct Client {
@@ -118,7 +128,8 @@ impl Clients {
         // Room for the operations the offered load will issue (a little
         // more), so the history does not grow by copying; capped, as it is
         // only a hint.
-        let expected_ops = (s.workload.rate * s.duration as f64 / 1e6 * 1.1).clamp(0.0, 1e7) as usize;
+        let expected_ops =
+            (s.workload.rate * s.duration as f64 / 1e6 * 1.1).clamp(0.0, 1e7) as usize;
         let clients = (0..s.workload.clients)
             .map(|c| Client {
                 id: c as ClientId + 1,
@@ -148,7 +159,9 @@ impl Clients {
             history: Vec::with_capacity(expected_ops),
             requests: Vec::with_capacity(expected_ops),
             latencies: Vec::with_capacity(expected_ops),
-            key_names: (0..s.workload.keys.min(KEY_NAMES)).map(|k| Bytes::from(key_name(k))).collect(),
+            key_names: (0..s.workload.keys.min(KEY_NAMES))
+                .map(|k| Bytes::from(key_name(k)))
+                .collect(),
             next_value: 1,
             written: BTreeMap::new(),
             zipf: Zipf::new(s.workload.keys, s.workload.zipf_theta),
@@ -233,7 +246,9 @@ impl Clients {
             }
             return;
         }
-        let Some(intended) = self.clients[c].due.pop_front() else { return };
+        let Some(intended) = self.clients[c].due.pop_front() else {
+            return;
+        };
         let key = self.zipf.rank(rng.f64());
         let x = rng.f64();
         let (f, value, from) = if x < self.w.read_fraction {
@@ -282,22 +297,38 @@ impl Clients {
 
     /// The request a history operation stands for.
     fn request_of(&self, op: &HistOp) -> Request {
-        let k = self.key_names.get(op.key as usize).cloned().unwrap_or_else(|| Bytes::from(key_name(op.key)));
+        let k = self
+            .key_names
+            .get(op.key as usize)
+            .cloned()
+            .unwrap_or_else(|| Bytes::from(key_name(op.key)));
         let v = |x: u64| Bytes::from(x.to_string());
         let op_ = match op.f {
             F::Read => Op::Get { key: k },
-            F::Write => Op::Put { key: k, value: v(op.value) },
-            F::Cas => Op::Cas { key: k, from: (op.from != 0).then(|| v(op.from)), to: v(op.value) },
+            F::Write => Op::Put {
+                key: k,
+                value: v(op.value),
+            },
+            F::Cas => Op::Cas {
+                key: k,
+                from: (op.from != 0).then(|| v(op.from)),
+                to: v(op.value),
+            },
         };
         Request::new(op.client, op.seq, op_)
     }
 
     /// Whether `(client, seq)` is a write or a cas (it changes state).
     pub fn is_update(&self, client: ClientId, seq: Seq) -> bool {
-        let Some((c, g)) = self.owner(client) else { return false };
+        let Some((c, g)) = self.owner(client) else {
+            return false;
+        };
         let cl = &self.clients[c];
-        let i = seq.checked_sub(1).and_then(|s| cl.ops.get(cl.generations.get(g)? + s as usize));
-        i.and_then(|i| self.history.get(*i)).is_some_and(|op| op.f != F::Read)
+        let i = seq
+            .checked_sub(1)
+            .and_then(|s| cl.ops.get(cl.generations.get(g)? + s as usize));
+        i.and_then(|i| self.history.get(*i))
+            .is_some_and(|op| op.f != F::Read)
     }
 
     fn send_current(&mut self, c: usize, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
@@ -314,14 +345,26 @@ impl Clients {
         let at = now + self.delay(rng);
         out.push(match op {
             Some(op) => ClientEvent::Arrive { r, op, retry, at },
-            None => ClientEvent::Register { r, nonce, retry, at },
+            None => ClientEvent::Register {
+                r,
+                nonce,
+                retry,
+                at,
+            },
         });
         self.set_timeout(c, now + self.client_timeout, seq, attempt, out);
     }
 
     /// One queue entry per client stands for its latest timeout (thousands
     /// of superseded timeouts would otherwise sit in the event heap).
-    fn set_timeout(&mut self, c: usize, deadline: Time, seq: Seq, attempt: u32, out: &mut Vec<ClientEvent>) {
+    fn set_timeout(
+        &mut self,
+        c: usize,
+        deadline: Time,
+        seq: Seq,
+        attempt: u32,
+        out: &mut Vec<ClientEvent>,
+    ) {
         let cl = &mut self.clients[c];
         cl.timeout = Some((deadline, seq, attempt));
         if cl.timeout_queued.is_none_or(|q| q > deadline) {
@@ -331,13 +374,22 @@ impl Clients {
     }
 
     /// Client `c`'s timeout entry for `at` fired.
-    pub fn timeout(&mut self, c: usize, at: Time, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
+    pub fn timeout(
+        &mut self,
+        c: usize,
+        at: Time,
+        now: Time,
+        rng: &mut Rng,
+        out: &mut Vec<ClientEvent>,
+    ) {
         let cl = &mut self.clients[c];
         if cl.timeout_queued != Some(at) {
             return;
         }
         cl.timeout_queued = None;
-        let Some((deadline, seq, attempt)) = cl.timeout else { return };
+        let Some((deadline, seq, attempt)) = cl.timeout else {
+            return;
+        };
         if deadline > now {
             cl.timeout_queued = Some(deadline);
             out.push(ClientEvent::Timeout { c, at: deadline });
@@ -351,7 +403,15 @@ impl Clients {
     }
 
     /// A reply to `(client, seq)` reached client `c`.
-    pub fn reply(&mut self, c: usize, (client, seq): (ClientId, Seq), reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
+    pub fn reply(
+        &mut self,
+        c: usize,
+        (client, seq): (ClientId, Seq),
+        reply: Reply,
+        now: Time,
+        rng: &mut Rng,
+        out: &mut Vec<ClientEvent>,
+    ) {
         let cl = &self.clients[c];
         if cl.registering {
             if seq == 0 && cl.id == client {
@@ -384,31 +444,79 @@ impl Clients {
             // Never for a request of ours: a definite rejection.
             Reply::UnknownClient => {
                 self.next_id(c);
-                self.complete(c, idx, Outcome::Fail("unknown client".into()), now, rng, out)
+                self.complete(
+                    c,
+                    idx,
+                    Outcome::Fail("unknown client".into()),
+                    now,
+                    rng,
+                    out,
+                )
             }
-            Reply::Malformed => self.complete(c, idx, Outcome::Fail("malformed".into()), now, rng, out),
+            Reply::Malformed => {
+                self.complete(c, idx, Outcome::Fail("malformed".into()), now, rng, out)
+            }
             Reply::Registered { .. } => {}
             Reply::SessionExpired => {
                 // An earlier attempt may have executed: unknown, as a
                 // timeout would be. The old id is never used again (with
                 // registration, the next operation registers first).
                 self.next_id(c);
-                self.complete(c, idx, Outcome::Unknown("session expired".into()), now, rng, out);
+                self.complete(
+                    c,
+                    idx,
+                    Outcome::Unknown("session expired".into()),
+                    now,
+                    rng,
+                    out,
+                );
             }
             Reply::Value(v) => {
-                let value = v.and_then(|b| std::str::from_utf8(&b).ok().and_then(|s| s.parse().ok())).unwrap_or(0);
-                self.complete(c, idx, Outcome::Ok { value, cas_ok: false }, now, rng, out);
+                let value = v
+                    .and_then(|b| std::str::from_utf8(&b).ok().and_then(|s| s.parse().ok()))
+                    .unwrap_or(0);
+                self.complete(
+                    c,
+                    idx,
+                    Outcome::Ok {
+                        value,
+                        cas_ok: false,
+                    },
+                    now,
+                    rng,
+                    out,
+                );
             }
             Reply::Done => {
                 let value = self.history[idx].value;
-                self.complete(c, idx, Outcome::Ok { value, cas_ok: false }, now, rng, out);
+                self.complete(
+                    c,
+                    idx,
+                    Outcome::Ok {
+                        value,
+                        cas_ok: false,
+                    },
+                    now,
+                    rng,
+                    out,
+                );
             }
             Reply::Cas { ok, .. } => {
                 if ok {
                     let (key, v) = (self.history[idx].key, self.history[idx].value);
                     self.written.entry(key).or_default().push(v);
                 }
-                self.complete(c, idx, Outcome::Ok { value: 0, cas_ok: ok }, now, rng, out);
+                self.complete(
+                    c,
+                    idx,
+                    Outcome::Ok {
+                        value: 0,
+                        cas_ok: ok,
+                    },
+                    now,
+                    rng,
+                    out,
+                );
             }
         }
     }
@@ -425,7 +533,14 @@ impl Clients {
     }
 
     /// The answer to client `c`'s `Register` in flight.
-    fn register_reply(&mut self, c: usize, reply: Reply, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
+    fn register_reply(
+        &mut self,
+        c: usize,
+        reply: Reply,
+        now: Time,
+        rng: &mut Rng,
+        out: &mut Vec<ClientEvent>,
+    ) {
         if reply.is_definite_rejection() {
             self.clients[c].in_doubt = false;
         }
@@ -456,7 +571,15 @@ impl Clients {
         }
     }
 
-    fn complete(&mut self, c: usize, idx: usize, outcome: Outcome, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {
+    fn complete(
+        &mut self,
+        c: usize,
+        idx: usize,
+        outcome: Outcome,
+        now: Time,
+        rng: &mut Rng,
+        out: &mut Vec<ClientEvent>,
+    ) {
         let op = &mut self.history[idx];
         op.complete = Some(now);
         op.outcome = outcome;

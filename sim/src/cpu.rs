@@ -30,7 +30,14 @@ impl Default for ServiceTable {
     /// seeds and traces recorded with them stay reproducible; the study
     /// uses [`crate::calibration::service`].
     fn default() -> Self {
-        ServiceTable { message: 15, client_request: 8, timer: 5, persisted: 4, per_kb: 2, steps: None }
+        ServiceTable {
+            message: 15,
+            client_request: 8,
+            timer: 5,
+            persisted: 4,
+            per_kb: 2,
+            steps: None,
+        }
     }
 }
 
@@ -112,7 +119,9 @@ impl ServiceTable {
     /// The part of a step's cost its input decides; `turn_starts` when the
     /// input begins a turn of the processor.
     pub fn begin(&self, input: &Input, value_size: u64, turn_starts: bool) -> Pending {
-        let Some(c) = &self.steps else { return Pending(self.cost(input) as f64) };
+        let Some(c) = &self.steps else {
+            return Pending(self.cost(input) as f64);
+        };
         let kind = match input {
             Input::Request(r) if matches!(r.op, Op::Get { .. }) => c.get,
             Input::Request(_) => c.write,
@@ -151,7 +160,10 @@ impl ServiceTable {
                     }
                 }
                 Output::Trace(ev) => {
-                    if let Action::Execute { value: Some(ids), .. } = &ev.action {
+                    if let Action::Execute {
+                        value: Some(ids), ..
+                    } = &ev.action
+                    {
                         cost += c.executed * ids.len() as f64;
                     }
                 }
@@ -175,18 +187,24 @@ fn op_bytes(op: &Op, value_size: u64) -> u64 {
 }
 
 fn value_bytes(v: &Value, value_size: u64) -> u64 {
-    v.requests().iter().map(|r| op_bytes(&r.op, value_size)).sum()
+    v.requests()
+        .iter()
+        .map(|r| op_bytes(&r.op, value_size))
+        .sum()
 }
 
 fn message_bytes(msg: &Message, value_size: u64) -> u64 {
     match msg {
         Message::Accept { value, .. } => value_bytes(value, value_size),
-        Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => {
-            entries.iter().map(|e| value_bytes(&e.value, value_size)).sum()
-        }
-        Message::InstallSnapshot { snapshot, .. } => {
-            snapshot.kv.keys().map(|k| k.len() as u64 + value_size).sum()
-        }
+        Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => entries
+            .iter()
+            .map(|e| value_bytes(&e.value, value_size))
+            .sum(),
+        Message::InstallSnapshot { snapshot, .. } => snapshot
+            .kv
+            .keys()
+            .map(|k| k.len() as u64 + value_size)
+            .sum(),
         _ => 0,
     }
 }
@@ -195,11 +213,16 @@ fn message_bytes(msg: &Message, value_size: u64) -> u64 {
 pub fn message_kb(msg: &Message) -> Time {
     match msg {
         Message::Accept { value, .. } => {
-            value.requests().iter().map(|r| r.op.key().len() as Time + 24).sum::<Time>() / 1024
+            value
+                .requests()
+                .iter()
+                .map(|r| r.op.key().len() as Time + 24)
+                .sum::<Time>()
+                / 1024
         }
-        Message::Promise { entries, snapshot, .. } => {
-            entries.len() as Time / 8 + snapshot.as_ref().map_or(0, |s| s.kv.len() as Time / 16)
-        }
+        Message::Promise {
+            entries, snapshot, ..
+        } => entries.len() as Time / 8 + snapshot.as_ref().map_or(0, |s| s.kv.len() as Time / 16),
         Message::CatchUp { entries, .. } => entries.len() as Time / 8,
         Message::InstallSnapshot { snapshot, .. } => snapshot.kv.len() as Time / 16,
         _ => 0,
@@ -224,7 +247,14 @@ pub struct Cpu {
 
 impl Cpu {
     pub fn new(cores: u32) -> Cpu {
-        Cpu { cores: cores.max(1), busy: 0, inbox: VecDeque::new(), free_later: Vec::new(), turn_left: 0, carry: 0.0 }
+        Cpu {
+            cores: cores.max(1),
+            busy: 0,
+            inbox: VecDeque::new(),
+            free_later: Vec::new(),
+            turn_left: 0,
+            carry: 0.0,
+        }
     }
 
     /// An input was just taken from the inbox: whether it starts a turn.
@@ -363,14 +393,39 @@ mod tests {
             }),
             ..ServiceTable::default()
         };
-        let put = Input::Request(Request::new(1, 1, Op::Put { key: Bytes::from_static(b"k1"), value: Bytes::from_static(b"1") }));
+        let put = Input::Request(Request::new(
+            1,
+            1,
+            Op::Put {
+                key: Bytes::from_static(b"k1"),
+                value: Bytes::from_static(b"1"),
+            },
+        ));
         // 20 + 2 + 1024 × (2 + 100) / 1024, then a reply, at half speed.
         let p = t.begin(&put, 100, true);
-        let out = [Output::Reply { client: 1, seq: 1, reply: Reply::Done }];
+        let out = [Output::Reply {
+            client: 1,
+            seq: 1,
+            reply: Reply::Done,
+        }];
         assert!((t.end(p, &out, 100) - 2.0 * (20.0 + 2.0 + 102.0 + 2.5)).abs() < 1e-9);
-        let acc = Input::Message { from: 1, msg: Message::Accepted { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), ok: true } };
+        let acc = Input::Message {
+            from: 1,
+            msg: Message::Accepted {
+                ballot: stutter_core::Ballot(1),
+                slot: stutter_core::Slot(1),
+                ok: true,
+            },
+        };
         assert!((t.end(t.begin(&acc, 100, false), &[], 100) - 6.0).abs() < 1e-9);
-        let hb = Input::Message { from: 1, msg: Message::Heartbeat { ballot: stutter_core::Ballot(1), last_executed: stutter_core::Slot(0), global_last_executed: stutter_core::Slot(0) } };
+        let hb = Input::Message {
+            from: 1,
+            msg: Message::Heartbeat {
+                ballot: stutter_core::Ballot(1),
+                last_executed: stutter_core::Slot(0),
+                global_last_executed: stutter_core::Slot(0),
+            },
+        };
         assert!((t.end(t.begin(&hb, 100, false), &[], 100) - 10.0).abs() < 1e-9);
     }
 }

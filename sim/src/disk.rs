@@ -27,9 +27,18 @@ impl Disk {
     pub fn synced(&mut self, token: u64) {
         // A process numbers its appends in order, so the durable ones are
         // a prefix; moving it out needs no new list.
-        let k = self.unsynced.iter().take_while(|(t, _)| *t <= token).count();
-        if self.unsynced.get(k..).is_some_and(|rest| rest.iter().all(|(t, _)| *t > token)) {
-            self.synced.extend(self.unsynced.drain(..k).map(|(_, recs)| recs));
+        let k = self
+            .unsynced
+            .iter()
+            .take_while(|(t, _)| *t <= token)
+            .count();
+        if self
+            .unsynced
+            .get(k..)
+            .is_some_and(|rest| rest.iter().all(|(t, _)| *t > token))
+        {
+            self.synced
+                .extend(self.unsynced.drain(..k).map(|(_, recs)| recs));
             return;
         }
         let mut keep = Vec::new();
@@ -88,9 +97,19 @@ mod tests {
         d.append(0, 1, 2, b(2));
         let synced = |d: &Disk| d.synced.iter().flatten().cloned().collect::<Vec<_>>();
         d.synced(2);
-        assert_eq!(synced(&d), vec![Record::Ballot(Ballot(1)), Record::Ballot(Ballot(2))]);
+        assert_eq!(
+            synced(&d),
+            vec![Record::Ballot(Ballot(1)), Record::Ballot(Ballot(2))]
+        );
         d.synced(3);
-        assert_eq!(synced(&d), vec![Record::Ballot(Ballot(1)), Record::Ballot(Ballot(2)), Record::Ballot(Ballot(3))]);
+        assert_eq!(
+            synced(&d),
+            vec![
+                Record::Ballot(Ballot(1)),
+                Record::Ballot(Ballot(2)),
+                Record::Ballot(Ballot(3))
+            ]
+        );
         assert!(d.unsynced.is_empty());
     }
 }

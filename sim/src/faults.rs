@@ -31,7 +31,9 @@ impl Fault {
             | Fault::CutLeader { duration }
             | Fault::CutFromLeader { duration } => *duration,
             Fault::Crash { down_for, .. } | Fault::CrashInBallotPersist { down_for } => *down_for,
-            Fault::CrashLeader { after, down_for, .. } => after + down_for,
+            Fault::CrashLeader {
+                after, down_for, ..
+            } => after + down_for,
             Fault::SlowLeaderLink { extra, duration } => extra + duration,
         }
     }
@@ -41,13 +43,21 @@ impl Fault {
     pub fn is_armed(&self) -> bool {
         !matches!(
             self,
-            Fault::Pause { .. } | Fault::Crash { .. } | Fault::Isolate { .. } | Fault::CutLink { .. } | Fault::CutFromLeader { .. }
+            Fault::Pause { .. }
+                | Fault::Crash { .. }
+                | Fault::Isolate { .. }
+                | Fault::CutLink { .. }
+                | Fault::CutFromLeader { .. }
         )
     }
 
     /// When the fault is over at the latest, if due at `at`.
     pub fn healed_by(&self, at: Time, fault_end: Time) -> Time {
-        let fires_by = if self.is_armed() { at.max(fault_end) } else { at };
+        let fires_by = if self.is_armed() {
+            at.max(fault_end)
+        } else {
+            at
+        };
         fires_by + self.length()
     }
 }
@@ -74,7 +84,11 @@ impl World {
                 self.checker.crashed(replica, durable.ballot);
                 self.at(self.now + down_for, Ev::Restart { r: replica });
             }
-            Fault::Isolate { replica, one_way, duration } => {
+            Fault::Isolate {
+                replica,
+                one_way,
+                duration,
+            } => {
                 let mut links = Vec::new();
                 for other in 0..self.s.n as ReplicaId {
                     if other != replica {

@@ -19,7 +19,10 @@ pub enum F {
 pub enum Outcome {
     Pending,
     /// Read: the value (0 = absent). Write: the value written. Cas: whether it applied.
-    Ok { value: u64, cas_ok: bool },
+    Ok {
+        value: u64,
+        cas_ok: bool,
+    },
     Fail(String),
     /// Completed without knowing whether it took effect (Jepsen's `info`
     /// at its completion): the session expired.
@@ -98,20 +101,48 @@ pub fn write_ndjson(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
     for (index, (t, i, done)) in events(ops).into_iter().enumerate() {
         let op = &ops[i];
         let (ty, value, to) = match (&op.outcome, done) {
-            (_, false) => ("invoke", if op.f == F::Cas { 0 } else { op.value }, if op.f == F::Cas { op.value } else { 0 }),
+            (_, false) => (
+                "invoke",
+                if op.f == F::Cas { 0 } else { op.value },
+                if op.f == F::Cas { op.value } else { 0 },
+            ),
             (Outcome::Ok { cas_ok: false, .. }, true) if op.f == F::Cas => ("fail", 0, op.value),
-            (Outcome::Ok { value, .. }, true) => ("ok", if op.f == F::Cas { 0 } else { *value }, if op.f == F::Cas { op.value } else { 0 }),
+            (Outcome::Ok { value, .. }, true) => (
+                "ok",
+                if op.f == F::Cas { 0 } else { *value },
+                if op.f == F::Cas { op.value } else { 0 },
+            ),
             (Outcome::Fail(_), true) => ("fail", op.value, 0),
             (Outcome::Pending | Outcome::Unknown(_), true) => ("info", op.value, 0),
         };
-        let line = Line { index, ty, f: op.f, process: process(op.client), time: t * 1_000, key: format!("k{}", op.key), value, from: if op.f == F::Cas { op.from } else { 0 }, to };
+        let line = Line {
+            index,
+            ty,
+            f: op.f,
+            process: process(op.client),
+            time: t * 1_000,
+            key: format!("k{}", op.key),
+            value,
+            from: if op.f == F::Cas { op.from } else { 0 },
+            to,
+        };
         serde_json::to_writer(&mut *w, &line)?;
         writeln!(w)?;
     }
     // Pending operations end as :info at the end of the history.
     let end = ops.iter().filter_map(|o| o.complete).max().unwrap_or(0);
     for op in ops.iter().filter(|o| o.complete.is_none()) {
-        let line = Line { index: 0, ty: "info", f: op.f, process: process(op.client), time: end * 1_000, key: format!("k{}", op.key), value: op.value, from: op.from, to: 0 };
+        let line = Line {
+            index: 0,
+            ty: "info",
+            f: op.f,
+            process: process(op.client),
+            time: end * 1_000,
+            key: format!("k{}", op.key),
+            value: op.value,
+            from: op.from,
+            to: 0,
+        };
         serde_json::to_writer(&mut *w, &line)?;
         writeln!(w)?;
     }
@@ -149,7 +180,13 @@ pub fn write_edn(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
             F::Write => ":write",
             F::Cas => ":cas",
         };
-        writeln!(w, "{{:type {ty}, :f {f}, :value [{} {value}], :process {}, :time {}, :index {index}}}", op.key, process(op.client), t * 1_000)?;
+        writeln!(
+            w,
+            "{{:type {ty}, :f {f}, :value [{} {value}], :process {}, :time {}, :index {index}}}",
+            op.key,
+            process(op.client),
+            t * 1_000
+        )?;
         index += 1;
     }
     for op in ops.iter().filter(|o| o.complete.is_none()) {
@@ -158,7 +195,12 @@ pub fn write_edn(w: &mut dyn Write, ops: &[HistOp]) -> std::io::Result<()> {
             F::Write => ":write",
             F::Cas => ":cas",
         };
-        writeln!(w, "{{:type :info, :f {f}, :value [{} nil], :process {}, :index {index}}}", op.key, process(op.client))?;
+        writeln!(
+            w,
+            "{{:type :info, :f {f}, :value [{} nil], :process {}, :index {index}}}",
+            op.key,
+            process(op.client)
+        )?;
         index += 1;
     }
     Ok(())

@@ -19,7 +19,9 @@ use stutter_sim::world::RunOutput;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(about = "Deterministic simulation of stutter's MultiPaxos core under faults and GC pauses")]
+#[command(
+    about = "Deterministic simulation of stutter's MultiPaxos core under faults and GC pauses"
+)]
 struct Args {
     #[command(subcommand)]
     cmd: Cmd,
@@ -371,14 +373,33 @@ fn scenario(name: &Option<String>, seed: u64) -> Result<Scenario> {
 
 fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
     let ok = out.history.iter().filter(|o| o.is_ok()).count();
-    let fail = out.history.iter().filter(|o| matches!(o.outcome, Outcome::Fail(_))).count();
-    let info = out.history.iter().filter(|o| o.outcome == Outcome::Pending).count();
-    let expired = out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count();
+    let fail = out
+        .history
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Fail(_)))
+        .count();
+    let info = out
+        .history
+        .iter()
+        .filter(|o| o.outcome == Outcome::Pending)
+        .count();
+    let expired = out
+        .history
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Unknown(_)))
+        .count();
     let mut lat = out.latencies.clone();
     lat.sort_unstable();
     let ms = |q| stutter_sim::percentile(&lat, q) as f64 / 1000.0;
     println!("seed {seed}  scenario {}", s.name);
-    println!("  ops       {} ok, {} fail, {} info, {} session expired ({} invoked)", ok, fail, info, expired, out.history.len());
+    println!(
+        "  ops       {} ok, {} fail, {} info, {} session expired ({} invoked)",
+        ok,
+        fail,
+        info,
+        expired,
+        out.history.len()
+    );
     println!(
         "  latency   p50 {:.2} ms  p99 {:.2} ms  p99.9 {:.2} ms  max {:.2} ms (virtual, from intended start)",
         ms(0.5),
@@ -387,7 +408,11 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
         lat.last().copied().unwrap_or(0) as f64 / 1000.0
     );
     let f = &out.faults;
-    let windows = if f.windows > 0 { format!(" ({} of them aimed at windows)", f.windows) } else { String::new() };
+    let windows = if f.windows > 0 {
+        format!(" ({} of them aimed at windows)", f.windows)
+    } else {
+        String::new()
+    };
     println!(
         "  faults    {} pauses ({} ms stopped), {} crashes, {} partitions, {} messages dropped, {} duplicated{windows}",
         f.pauses, f.pause_ms_total, f.crashes, f.partitions, f.dropped_messages, f.duplicated_messages
@@ -412,8 +437,17 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
         out.elections.saturating_sub(1),
         if s.pre_vote { "on" } else { "off" }
     );
-    println!("  executed  last slot per replica {:?}", out.final_last_executed);
-    println!("  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s", out.trace_hash, out.events, out.end as f64 / 1e6, wall);
+    println!(
+        "  executed  last slot per replica {:?}",
+        out.final_last_executed
+    );
+    println!(
+        "  trace     hash {:016x}, {} simulator events, {:.1} virtual s in {:.3} s",
+        out.trace_hash,
+        out.events,
+        out.end as f64 / 1e6,
+        wall
+    );
     if out.violations.is_empty() {
         println!("  checks    ok: agreement, prefixes, ballots, linearizability, lost writes, sessions, liveness, convergence");
     } else {
@@ -426,8 +460,13 @@ fn summary(seed: u64, s: &Scenario, out: &RunOutput, wall: f64) {
 fn summary_value(seed: u64, s: &Scenario, out: &RunOutput) -> serde_json::Value {
     let mut lat = out.latencies.clone();
     lat.sort_unstable();
-    let qs = [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0];
-    let cdf: Vec<(f64, f64)> = qs.iter().map(|q| (*q, stutter_sim::percentile(&lat, *q) as f64 / 1000.0)).collect();
+    let qs = [
+        0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0,
+    ];
+    let cdf: Vec<(f64, f64)> = qs
+        .iter()
+        .map(|q| (*q, stutter_sim::percentile(&lat, *q) as f64 / 1000.0))
+        .collect();
     serde_json::json!({
         "seed": seed,
         "scenario": s.name,
@@ -453,23 +492,44 @@ fn validate_trace(trace: &std::path::Path) -> Result<bool> {
     let status = std::process::Command::new(&script)
         .arg(trace)
         .status()
-        .with_context(|| format!("run {} (set STUTTER_VALIDATE to its path)", script.display()))?;
+        .with_context(|| {
+            format!(
+                "run {} (set STUTTER_VALIDATE to its path)",
+                script.display()
+            )
+        })?;
     match status.code() {
         Some(0) => Ok(true),
         Some(1) => Ok(false),
-        _ => bail!("{} failed on {}: {status}", script.display(), trace.display()),
+        _ => bail!(
+            "{} failed on {}: {status}",
+            script.display(),
+            trace.display()
+        ),
     }
 }
 
 fn study(what: StudyCmd) -> Result<()> {
     use stutter_sim::study;
     match what {
-        StudyCmd::Max { setup, slo_ms, start, precision, attempts, seed } => {
+        StudyCmd::Max {
+            setup,
+            slo_ms,
+            start,
+            precision,
+            attempts,
+            seed,
+        } => {
             let setup = setup.setup()?;
             let t = Instant::now();
-            let found = study::max_rate(&setup, slo_ms, start, precision, attempts, seed).context("study setup")?;
+            let found = study::max_rate(&setup, slo_ms, start, precision, attempts, seed)
+                .context("study setup")?;
             if let Some(p) = found.probes.iter().find(|p| !p.safety.is_empty()) {
-                bail!("a study run broke safety at {} ops/s: {:?}", p.rate, p.safety);
+                bail!(
+                    "a study run broke safety at {} ops/s: {:?}",
+                    p.rate,
+                    p.safety
+                );
             }
             eprintln!(
                 "{} ratio {} cores {}: max {:.0} ops/s at p99 <= {slo_ms} ms ({} runs, {:.1} s)",
@@ -520,11 +580,32 @@ fn study(what: StudyCmd) -> Result<()> {
                 t.transfer_ms,
                 t.election_ms
             );
-            eprintln!("{:<22} {:>7} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7}", "class", "windows", "mean ms", "ops", "p50", "p99", "p99.9", "max", ">p99.9", ">p99.99");
+            eprintln!(
+                "{:<22} {:>7} {:>9} {:>8} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7}",
+                "class",
+                "windows",
+                "mean ms",
+                "ops",
+                "p50",
+                "p99",
+                "p99.9",
+                "max",
+                ">p99.9",
+                ">p99.99"
+            );
             for c in &t.classes {
                 eprintln!(
                     "{:<22} {:>7} {:>9.1} {:>8} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>6} {:>7}",
-                    c.name, c.windows, c.mean_window_ms, c.ops, c.p50, c.p99, c.p999, c.max, c.above_p999, c.above_p9999
+                    c.name,
+                    c.windows,
+                    c.mean_window_ms,
+                    c.ops,
+                    c.p50,
+                    c.p99,
+                    c.p999,
+                    c.max,
+                    c.above_p999,
+                    c.above_p9999
                 );
             }
             println!("{}", serde_json::to_string(&t)?);
@@ -584,7 +665,8 @@ fn main() -> Result<()> {
             if let Some(r) = rate {
                 s.workload.rate = r;
             }
-            let tmp_trace = std::env::temp_dir().join(format!("sim-{seed}-{}.ndjson", std::process::id()));
+            let tmp_trace =
+                std::env::temp_dir().join(format!("sim-{seed}-{}.ndjson", std::process::id()));
             let trace = match (trace, validate) {
                 (None, true) => Some(tmp_trace.clone()),
                 (t, _) => t,
@@ -593,7 +675,8 @@ fn main() -> Result<()> {
             let t = Instant::now();
             let out = match &trace {
                 Some(p) => {
-                    let f = std::fs::File::create(p).with_context(|| format!("create {}", p.display()))?;
+                    let f = std::fs::File::create(p)
+                        .with_context(|| format!("create {}", p.display()))?;
                     stutter_sim::run_traced(s.clone(), seed, Box::new(std::io::BufWriter::new(f)))
                 }
                 None => stutter_sim::run(s.clone(), seed),
@@ -608,7 +691,10 @@ fn main() -> Result<()> {
                 f.flush()?;
             }
             if let Some(p) = summary_json {
-                std::fs::write(&p, serde_json::to_vec_pretty(&summary_value(seed, &s, &out))?)?;
+                std::fs::write(
+                    &p,
+                    serde_json::to_vec_pretty(&summary_value(seed, &s, &out))?,
+                )?;
             }
             let verdict = match (&trace, validate) {
                 (Some(p), true) => Some(validate_trace(p)?),
@@ -622,10 +708,21 @@ fn main() -> Result<()> {
                 bail!("seed {seed}: the trace does not conform to the spec");
             }
         }
-        Cmd::Replay { seed, scenario: name } => {
+        Cmd::Replay {
+            seed,
+            scenario: name,
+        } => {
             let s = scenario(&name, seed)?;
-            let out = stutter_sim::run_traced(s, seed, Box::new(std::io::BufWriter::new(std::io::stdout())));
-            eprintln!("trace hash {:016x}, {} violation(s)", out.trace_hash, out.violations.len());
+            let out = stutter_sim::run_traced(
+                s,
+                seed,
+                Box::new(std::io::BufWriter::new(std::io::stdout())),
+            );
+            eprintln!(
+                "trace hash {:016x}, {} violation(s)",
+                out.trace_hash,
+                out.violations.len()
+            );
         }
         Cmd::Swarm {
             seeds,
@@ -641,7 +738,9 @@ fn main() -> Result<()> {
             legacy_clients,
         } => {
             let (a, b) = parse_range(&seeds)?;
-            let jobs = jobs.unwrap_or_else(stutter_sim::parallel::default_jobs).max(1);
+            let jobs = jobs
+                .unwrap_or_else(stutter_sim::parallel::default_jobs)
+                .max(1);
             let t = Instant::now();
             let mut failing = Vec::new();
             let run = |seed: u64| {
@@ -674,7 +773,9 @@ fn main() -> Result<()> {
                     s.set_legacy_clients();
                 }
                 let out = stutter_sim::run(s.clone(), seed);
-                out.violations.first().map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))
+                out.violations
+                    .first()
+                    .map(|v| format!("{} ({}): {} — {}", seed, s.name, v.check, v.detail))
             };
             let runs = stutter_sim::parallel::in_order(a, b, jobs, run, |seed, fail| {
                 let Some(line) = fail else { return true };
@@ -701,10 +802,16 @@ fn main() -> Result<()> {
             let s = Scenario::parse("gc-memory-pressure+legacy-clients", 0).context("preset")?;
             let t = Instant::now();
             let mut events = 0;
-            stutter_sim::parallel::in_order(0, runs, jobs, |seed| stutter_sim::run(s.clone(), seed).events, |_, e| {
-                events += e;
-                true
-            });
+            stutter_sim::parallel::in_order(
+                0,
+                runs,
+                jobs,
+                |seed| stutter_sim::run(s.clone(), seed).events,
+                |_, e| {
+                    events += e;
+                    true
+                },
+            );
             let secs = t.elapsed().as_secs_f64();
             println!(
                 "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses, legacy clients) on {jobs} thread(s) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",

@@ -72,20 +72,39 @@ impl MemoryModel {
     /// holding `dataset` bytes of data.
     pub fn go(dataset: u64, ratio: f64) -> MemoryModel {
         let limit = (dataset as f64 * ratio) as u64;
-        let p = stutter_gc::GoParams { memory_limit: Some(limit), ..stutter_gc::GoParams::default() };
-        MemoryModel { gc: GcModel::Go(p), dataset_bytes: dataset, overhead: crate::calibration::GO_OVERHEAD, ..MemoryModel::default() }
+        let p = stutter_gc::GoParams {
+            memory_limit: Some(limit),
+            ..stutter_gc::GoParams::default()
+        };
+        MemoryModel {
+            gc: GcModel::Go(p),
+            dataset_bytes: dataset,
+            overhead: crate::calibration::GO_OVERHEAD,
+            ..MemoryModel::default()
+        }
     }
 
     /// A G1-like runtime with -Xmx at `ratio` × the data.
     pub fn g1(dataset: u64, ratio: f64) -> MemoryModel {
         let heap_size = (dataset as f64 * ratio) as u64;
-        let p = stutter_gc::G1Params { heap_size, ..stutter_gc::G1Params::default() };
-        MemoryModel { gc: GcModel::G1(p), dataset_bytes: dataset, overhead: crate::calibration::G1_OVERHEAD, ..MemoryModel::default() }
+        let p = stutter_gc::G1Params {
+            heap_size,
+            ..stutter_gc::G1Params::default()
+        };
+        MemoryModel {
+            gc: GcModel::G1(p),
+            dataset_bytes: dataset,
+            overhead: crate::calibration::G1_OVERHEAD,
+            ..MemoryModel::default()
+        }
     }
 
     /// A runtime without a collector holding `dataset` bytes.
     pub fn none(dataset: u64) -> MemoryModel {
-        MemoryModel { dataset_bytes: dataset, ..MemoryModel::default() }
+        MemoryModel {
+            dataset_bytes: dataset,
+            ..MemoryModel::default()
+        }
     }
 
     pub fn is_on(&self) -> bool {
@@ -97,7 +116,11 @@ impl MemoryModel {
         let sm = rep.state_machine();
         let entry = 24 + value_size + 48;
         let slot = 64 + 24 + value_size;
-        let log = if rep.last_index() > rep.trimmed() { rep.last_index() - rep.trimmed() } else { 0 };
+        let log = if rep.last_index() > rep.trimmed() {
+            rep.last_index() - rep.trimmed()
+        } else {
+            0
+        };
         let own = sm.kv.len() as u64 * entry + sm.sessions.len() as u64 * 64 + log * slot;
         ((self.dataset_bytes + own) as f64 * self.overhead) as u64
     }
@@ -127,10 +150,14 @@ impl MemoryModel {
             Input::Request(req) => (a.client_request, payload(&req.op)),
             Input::Message { msg, .. } => {
                 let carried: u64 = match msg {
-                    Message::Accept { value, .. } => value.requests().iter().map(|r| payload(&r.op)).sum(),
-                    Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => {
-                        entries.iter().flat_map(|e| e.value.requests()).map(|r| payload(&r.op)).sum()
+                    Message::Accept { value, .. } => {
+                        value.requests().iter().map(|r| payload(&r.op)).sum()
                     }
+                    Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => entries
+                        .iter()
+                        .flat_map(|e| e.value.requests())
+                        .map(|r| payload(&r.op))
+                        .sum(),
                     _ => 0,
                 };
                 (a.message, carried)
@@ -161,7 +188,14 @@ impl Heap {
         let state = m.state_bytes(rep, value_size);
         let mut collector = Collector::new(&m.gc, cores as f64, state, now, m.window);
         collector.set_coordinated(m.coordinated);
-        Heap { collector, wake_queued: None, state, step_churn: 0, step_extra: 0, step_executed: 0 }
+        Heap {
+            collector,
+            wake_queued: None,
+            state,
+            step_churn: 0,
+            step_extra: 0,
+            step_executed: 0,
+        }
     }
 
     /// A request executed in the current step; a write of `bytes` replaces
@@ -201,7 +235,14 @@ impl Heap {
 
     /// The step of an input that allocated `input_bytes` is done: returns
     /// the assist µs the input must also spend.
-    pub fn after_step(&mut self, now: Time, m: &MemoryModel, input_bytes: u64, rep: &Replica, value_size: u64) -> Time {
+    pub fn after_step(
+        &mut self,
+        now: Time,
+        m: &MemoryModel,
+        input_bytes: u64,
+        rep: &Replica,
+        value_size: u64,
+    ) -> Time {
         let state = m.state_bytes(rep, value_size);
         let churn = (std::mem::take(&mut self.step_churn) as f64 * m.overhead) as u64;
         let extra = std::mem::take(&mut self.step_extra);
@@ -229,12 +270,40 @@ mod tests {
 
     #[test]
     fn replies_and_sends_allocate_their_frames() {
-        let m = MemoryModel { alloc: AllocTable { reply: 300, send: 200, ..AllocTable::default() }, ..MemoryModel::default() };
+        let m = MemoryModel {
+            alloc: AllocTable {
+                reply: 300,
+                send: 200,
+                ..AllocTable::default()
+            },
+            ..MemoryModel::default()
+        };
         let out = [
-            Output::Reply { client: 1, seq: 1, reply: Reply::Done },
-            Output::Send { to: 1, msg: Message::Accepted { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), ok: true } },
-            Output::Send { to: 2, msg: Message::Accepted { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), ok: true } },
-            Output::SetTimer { timer: Timer::Heartbeat, at: 5 },
+            Output::Reply {
+                client: 1,
+                seq: 1,
+                reply: Reply::Done,
+            },
+            Output::Send {
+                to: 1,
+                msg: Message::Accepted {
+                    ballot: stutter_core::Ballot(1),
+                    slot: stutter_core::Slot(1),
+                    ok: true,
+                },
+            },
+            Output::Send {
+                to: 2,
+                msg: Message::Accepted {
+                    ballot: stutter_core::Ballot(1),
+                    slot: stutter_core::Slot(1),
+                    ok: true,
+                },
+            },
+            Output::SetTimer {
+                timer: Timer::Heartbeat,
+                at: 5,
+            },
         ];
         assert_eq!(m.output_bytes(&out), 300 + 2 * 200);
         assert_eq!(m.output_bytes(&[]), 0);

@@ -23,7 +23,11 @@ struct Link {
 pub enum Sent {
     Dropped,
     /// Arrives at `arrival` on connection `epoch`; a duplicate at `duplicate`.
-    Delivered { arrival: Time, epoch: u64, duplicate: Option<Time> },
+    Delivered {
+        arrival: Time,
+        epoch: u64,
+        duplicate: Option<Time>,
+    },
 }
 
 pub struct Network {
@@ -68,13 +72,17 @@ impl Network {
     /// Sends one message at `now`: dropped (cut link or loss), or its
     /// arrival time, after every earlier message of the link (FIFO).
     pub fn send(&mut self, rng: &mut Rng, now: Time, from: ReplicaId, to: ReplicaId) -> Sent {
-        let Some(cuts) = self.link(from, to).map(|l| l.cuts) else { return Sent::Dropped };
+        let Some(cuts) = self.link(from, to).map(|l| l.cuts) else {
+            return Sent::Dropped;
+        };
         if cuts > 0 || rng.chance(self.loss) {
             self.dropped += 1;
             return Sent::Dropped;
         }
         let delay = self.delay(rng);
-        let Some(link) = self.link(from, to) else { return Sent::Dropped };
+        let Some(link) = self.link(from, to) else {
+            return Sent::Dropped;
+        };
         let arrival = (now + delay + link.extra).max(link.last_arrival);
         link.last_arrival = arrival;
         let epoch = link.epoch;
@@ -84,12 +92,18 @@ impl Network {
         } else {
             None
         };
-        Sent::Delivered { arrival, epoch, duplicate }
+        Sent::Delivered {
+            arrival,
+            epoch,
+            duplicate,
+        }
     }
 
     /// Whether a message sent on connection `epoch` may be delivered now.
     pub fn deliverable(&mut self, from: ReplicaId, to: ReplicaId, epoch: u64) -> bool {
-        let ok = self.link(from, to).is_some_and(|l| l.epoch == epoch && l.cuts == 0);
+        let ok = self
+            .link(from, to)
+            .is_some_and(|l| l.epoch == epoch && l.cuts == 0);
         if !ok {
             self.dropped += 1;
         }

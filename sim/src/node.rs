@@ -55,7 +55,9 @@ impl Node {
 
     /// Cores the protocol's inputs may use now.
     pub fn mutator_cores(&self) -> f64 {
-        self.heap.as_ref().map_or(f64::INFINITY, |h| h.mutator_cores())
+        self.heap
+            .as_ref()
+            .map_or(f64::INFINITY, |h| h.mutator_cores())
     }
 
     /// The process died: everything volatile is gone.

@@ -122,7 +122,11 @@ impl<E> Queue<E> {
             self.file(Entry { at, seq, slot });
         } else {
             let seq = self.reserve();
-            self.file(Entry { at: at.max(now), seq, slot });
+            self.file(Entry {
+                at: at.max(now),
+                seq,
+                slot,
+            });
         }
     }
 
@@ -250,8 +254,14 @@ mod tests {
         let mut n = 0u64;
         for round in 0..rounds {
             for _ in 0..(round % 3) {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let at = if x & 15 == 0 { (x >> 20) % (spread << 20) } else { (x >> 33) % spread };
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let at = if x & 15 == 0 {
+                    (x >> 20) % (spread << 20)
+                } else {
+                    (x >> 33) % spread
+                };
                 n += 1;
                 q.push(now, now + at, n);
                 reference.insert((now + at, n));

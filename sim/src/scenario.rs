@@ -15,7 +15,13 @@ pub const SEC: Time = 1_000_000;
 /// Share of the swarm's seeds whose scenario adds faults aimed at windows.
 pub const WINDOW_SHARE: f64 = 0.3;
 /// The recipes of faults aimed at windows (`Scenario::window_faults`).
-pub const WINDOW_RECIPES: [&str; 5] = ["deposed", "churn", "churn-pauses", "late-accepts", "election-pauses"];
+pub const WINDOW_RECIPES: [&str; 5] = [
+    "deposed",
+    "churn",
+    "churn-pauses",
+    "late-accepts",
+    "election-pauses",
+];
 
 /// The suffix of a scenario name that says its clients are legacy
 /// (`Scenario::legacy_clients`).
@@ -40,16 +46,17 @@ pub struct PauseProfile {
 
 impl PauseProfile {
     pub fn preset(name: &str) -> Option<PauseProfile> {
-        let p = |mean_interval, min_pause, max_pause, long_chance, long_min, long_max| PauseProfile {
-            name: name.to_string(),
-            mean_interval,
-            min_pause,
-            max_pause,
-            long_chance,
-            long_min,
-            long_max,
-            correlated: false,
-        };
+        let p =
+            |mean_interval, min_pause, max_pause, long_chance, long_min, long_max| PauseProfile {
+                name: name.to_string(),
+                mean_interval,
+                min_pause,
+                max_pause,
+                long_chance,
+                long_min,
+                long_max,
+                correlated: false,
+            };
         Some(match name {
             "none" => p(0, 0, 0, 0.0, 0, 0),
             // Young-generation collections: a few ms every few hundred ms.
@@ -58,13 +65,22 @@ impl PauseProfile {
             "rare-long" => p(3 * SEC, 200 * MS, 1_500 * MS, 0.0, 0, 0),
             // Both, worse: short pauses more often and some long ones.
             "memory-pressure" => p(150 * MS, 5 * MS, 30 * MS, 0.05, 300 * MS, 2 * SEC),
-            "correlated" => PauseProfile { correlated: true, ..p(400 * MS, 5 * MS, 20 * MS, 0.05, 200 * MS, SEC) },
+            "correlated" => PauseProfile {
+                correlated: true,
+                ..p(400 * MS, 5 * MS, 20 * MS, 0.05, 200 * MS, SEC)
+            },
             _ => return None,
         })
     }
 
     pub fn names() -> [&'static str; 5] {
-        ["none", "frequent-short", "rare-long", "memory-pressure", "correlated"]
+        [
+            "none",
+            "frequent-short",
+            "rare-long",
+            "memory-pressure",
+            "correlated",
+        ]
     }
 }
 
@@ -76,9 +92,17 @@ pub enum Fault {
     Crash { replica: ReplicaId, down_for: Time },
     /// Cut both directions between `a` and the others, or only `a`'s
     /// outgoing links when `one_way`.
-    Isolate { replica: ReplicaId, one_way: bool, duration: Time },
+    Isolate {
+        replica: ReplicaId,
+        one_way: bool,
+        duration: Time,
+    },
     /// Cut the link between two replicas only (non-transitive partition).
-    CutLink { a: ReplicaId, b: ReplicaId, duration: Time },
+    CutLink {
+        a: ReplicaId,
+        b: ReplicaId,
+        duration: Time,
+    },
 
     // Faults aimed at a window (as FoundationDB's buggify and TigerBeetle's
     // swarm aim theirs): armed at their time, each fires when the world
@@ -91,7 +115,11 @@ pub enum Fault {
     PauseLeader { nth: u8, duration: Time },
     /// Crash the leader (`nth` = 0), or the `nth` replica elected after the
     /// fault was armed, `after` its election; restart after `down_for`.
-    CrashLeader { nth: u8, after: Time, down_for: Time },
+    CrashLeader {
+        nth: u8,
+        after: Time,
+        down_for: Time,
+    },
     /// Stop the next replica to start an election right after that step
     /// (its prepares wait for its ballot to be durable, so they wait for
     /// the end of the pause), for `duration`.
@@ -100,7 +128,11 @@ pub enum Fault {
     /// the fault was armed right after its election, for `duration`: its
     /// outgoing links only when `one_way` (it still hears the others and
     /// takes client requests it cannot commit).
-    IsolateLeader { nth: u8, one_way: bool, duration: Time },
+    IsolateLeader {
+        nth: u8,
+        one_way: bool,
+        duration: Time,
+    },
     /// Cut the link between the leader and one of its followers, both
     /// ways, for `duration`: the other follower elects a new leader while
     /// the old one still leads on its side of the cut.
@@ -139,12 +171,24 @@ pub struct Workload {
 impl Workload {
     /// YCSB-A-like: 50 % reads, the rest writes (and a few cas).
     pub fn ycsb_a() -> Workload {
-        Workload { clients: 20, rate: 2_000.0, read_fraction: 0.5, cas_fraction: 0.05, keys: 50, zipf_theta: 0.99, value_size: 0 }
+        Workload {
+            clients: 20,
+            rate: 2_000.0,
+            read_fraction: 0.5,
+            cas_fraction: 0.05,
+            keys: 50,
+            zipf_theta: 0.99,
+            value_size: 0,
+        }
     }
 
     /// YCSB-B-like: 95 % reads, the rest writes (and a few cas).
     pub fn ycsb_b() -> Workload {
-        Workload { read_fraction: 0.95, cas_fraction: 0.01, ..Workload::ycsb_a() }
+        Workload {
+            read_fraction: 0.95,
+            cas_fraction: 0.01,
+            ..Workload::ycsb_a()
+        }
     }
 }
 
@@ -502,7 +546,11 @@ impl Scenario {
             s.workload.value_size = g.range(16, 1_024);
             s.cores = g.range(1, 4) as u32;
             let go = g.chance(0.5);
-            s.memory = if go { MemoryModel::go(dataset, ratio) } else { MemoryModel::g1(dataset, ratio) };
+            s.memory = if go {
+                MemoryModel::go(dataset, ratio)
+            } else {
+                MemoryModel::g1(dataset, ratio)
+            };
             s.memory.coordinated = g.chance(0.5);
             s.name += &format!(
                 "+{}@{ratio}x{}c{}",
@@ -524,7 +572,11 @@ impl Scenario {
 
     /// One to four recipes of faults aimed at windows, each at a time drawn
     /// in `[start, end − 1 s)`; returns the faults and the recipes' names.
-    pub fn window_faults(r: &mut Rng, start: Time, end: Time) -> (Vec<(Time, Fault)>, Vec<&'static str>) {
+    pub fn window_faults(
+        r: &mut Rng,
+        start: Time,
+        end: Time,
+    ) -> (Vec<(Time, Fault)>, Vec<&'static str>) {
         let mut faults = Vec::new();
         let mut kinds = Vec::new();
         for _ in 0..r.range(1, 4) {
@@ -536,8 +588,12 @@ impl Scenario {
                 // by the new candidate, crashes before its promise is
                 // durable and comes back while the old leader still sends.
                 "deposed" => {
-                    at(Fault::CutLeader { duration: r.range(300 * MS, 1_500 * MS) });
-                    at(Fault::CrashInBallotPersist { down_for: r.range(MS, 60 * MS) });
+                    at(Fault::CutLeader {
+                        duration: r.range(300 * MS, 1_500 * MS),
+                    });
+                    at(Fault::CrashInBallotPersist {
+                        down_for: r.range(MS, 60 * MS),
+                    });
                 }
                 // Three leaders in quick succession, each deposed with
                 // requests of its own only it accepted: the leader's
@@ -545,32 +601,71 @@ impl Scenario {
                 // election; the third crashes just after its own and
                 // restarts soon.
                 "churn" => {
-                    at(Fault::IsolateLeader { nth: 0, one_way: true, duration: r.range(250 * MS, 500 * MS) });
-                    at(Fault::PauseLeader { nth: 1, duration: r.range(100 * MS, 400 * MS) });
-                    at(Fault::IsolateLeader { nth: 1, one_way: false, duration: r.range(300 * MS, 700 * MS) });
-                    at(Fault::CrashLeader { nth: 2, after: r.range(5 * MS, 60 * MS), down_for: r.range(5 * MS, 100 * MS) });
+                    at(Fault::IsolateLeader {
+                        nth: 0,
+                        one_way: true,
+                        duration: r.range(250 * MS, 500 * MS),
+                    });
+                    at(Fault::PauseLeader {
+                        nth: 1,
+                        duration: r.range(100 * MS, 400 * MS),
+                    });
+                    at(Fault::IsolateLeader {
+                        nth: 1,
+                        one_way: false,
+                        duration: r.range(300 * MS, 700 * MS),
+                    });
+                    at(Fault::CrashLeader {
+                        nth: 2,
+                        after: r.range(5 * MS, 60 * MS),
+                        down_for: r.range(5 * MS, 100 * MS),
+                    });
                 }
                 // The same with stop-the-world pauses: the leader stops, the
                 // next is stopped right after its election, the third
                 // crashes just after its own and restarts soon.
                 "churn-pauses" => {
-                    at(Fault::PauseLeader { nth: 0, duration: r.range(200 * MS, 800 * MS) });
-                    at(Fault::PauseLeader { nth: 1, duration: r.range(200 * MS, 800 * MS) });
-                    at(Fault::CrashLeader { nth: 2, after: r.range(2 * MS, 40 * MS), down_for: r.range(5 * MS, 150 * MS) });
+                    at(Fault::PauseLeader {
+                        nth: 0,
+                        duration: r.range(200 * MS, 800 * MS),
+                    });
+                    at(Fault::PauseLeader {
+                        nth: 1,
+                        duration: r.range(200 * MS, 800 * MS),
+                    });
+                    at(Fault::CrashLeader {
+                        nth: 2,
+                        after: r.range(2 * MS, 40 * MS),
+                        down_for: r.range(5 * MS, 150 * MS),
+                    });
                 }
                 // The leader's messages to one follower slowed, then the
                 // leader stopped: its last accepts arrive after a new
                 // leader was elected.
                 "late-accepts" => {
-                    at(Fault::SlowLeaderLink { extra: r.range(20 * MS, 300 * MS), duration: r.range(300 * MS, 1_500 * MS) });
-                    at(Fault::PauseLeader { nth: 0, duration: r.range(200 * MS, 1_000 * MS) });
+                    at(Fault::SlowLeaderLink {
+                        extra: r.range(20 * MS, 300 * MS),
+                        duration: r.range(300 * MS, 1_500 * MS),
+                    });
+                    at(Fault::PauseLeader {
+                        nth: 0,
+                        duration: r.range(200 * MS, 1_000 * MS),
+                    });
                 }
                 // An election forced by a stopped leader, with the candidate
                 // stopped during its election and the winner right after it.
                 _ => {
-                    at(Fault::PauseLeader { nth: 0, duration: r.range(200 * MS, 600 * MS) });
-                    at(Fault::PauseCandidate { duration: r.range(20 * MS, 400 * MS) });
-                    at(Fault::PauseLeader { nth: 1, duration: r.range(5 * MS, 200 * MS) });
+                    at(Fault::PauseLeader {
+                        nth: 0,
+                        duration: r.range(200 * MS, 600 * MS),
+                    });
+                    at(Fault::PauseCandidate {
+                        duration: r.range(20 * MS, 400 * MS),
+                    });
+                    at(Fault::PauseLeader {
+                        nth: 1,
+                        duration: r.range(5 * MS, 200 * MS),
+                    });
                 }
             }
             kinds.push(kind);
@@ -602,7 +697,13 @@ impl Scenario {
                     let d = pause_len(r);
                     for id in 0..self.n {
                         let skew = r.range(0, 20 * MS);
-                        out.push((t + skew, Fault::Pause { replica: id as ReplicaId, duration: d }));
+                        out.push((
+                            t + skew,
+                            Fault::Pause {
+                                replica: id as ReplicaId,
+                                duration: d,
+                            },
+                        ));
                     }
                     t += d + r.exp(p.mean_interval as f64);
                 }
@@ -611,7 +712,13 @@ impl Scenario {
                     let mut t = self.fault_start + r.exp(p.mean_interval as f64);
                     while t < self.fault_end {
                         let d = pause_len(r);
-                        out.push((t, Fault::Pause { replica: id as ReplicaId, duration: d }));
+                        out.push((
+                            t,
+                            Fault::Pause {
+                                replica: id as ReplicaId,
+                                duration: d,
+                            },
+                        ));
                         t += d + r.exp(p.mean_interval as f64);
                     }
                 }
@@ -640,17 +747,32 @@ impl Scenario {
             };
             for k in 0..count {
                 let replica = ((first + k) % self.n as u64) as ReplicaId;
-                out.push((t, Fault::Crash { replica, down_for: r.range(50 * MS, 1_500 * MS) }));
+                out.push((
+                    t,
+                    Fault::Crash {
+                        replica,
+                        down_for: r.range(50 * MS, 1_500 * MS),
+                    },
+                ));
             }
         }
         for t in events(self.partition_rate, r) {
             let duration = r.range(100 * MS, 2 * SEC);
             let a = r.range(0, self.n as u64 - 1) as ReplicaId;
             let fault = match r.range(0, 2) {
-                0 => Fault::Isolate { replica: a, one_way: false, duration },
-                1 => Fault::Isolate { replica: a, one_way: true, duration },
+                0 => Fault::Isolate {
+                    replica: a,
+                    one_way: false,
+                    duration,
+                },
+                1 => Fault::Isolate {
+                    replica: a,
+                    one_way: true,
+                    duration,
+                },
                 _ => {
-                    let b = ((a as u64 + r.range(1, self.n as u64 - 1)) % self.n as u64) as ReplicaId;
+                    let b =
+                        ((a as u64 + r.range(1, self.n as u64 - 1)) % self.n as u64) as ReplicaId;
                     Fault::CutLink { a, b, duration }
                 }
             };
@@ -679,7 +801,10 @@ mod tests {
         // A third of the draws falls in each segment between quantiles.
         let low = draws.iter().filter(|d| **d < 200).count() as f64 / 3_000.0;
         let high = draws.iter().filter(|d| **d > 200).count() as f64 / 3_000.0;
-        assert!((low - 1.0 / 3.0).abs() < 0.05 && (high - 1.0 / 3.0).abs() < 0.05, "{low} {high}");
+        assert!(
+            (low - 1.0 / 3.0).abs() < 0.05 && (high - 1.0 / 3.0).abs() < 0.05,
+            "{low} {high}"
+        );
     }
 
     #[test]
@@ -698,10 +823,19 @@ mod tests {
             let s = Scenario::named(n).unwrap_or_else(|| unreachable!());
             assert!(!s.legacy_clients, "{n}");
             assert_eq!(Scenario::parse(n, 1), Some(s.clone()), "{n}");
-            let l = Scenario::parse(&format!("{n}{LEGACY_SUFFIX}"), 1).unwrap_or_else(|| unreachable!());
+            let l = Scenario::parse(&format!("{n}{LEGACY_SUFFIX}"), 1)
+                .unwrap_or_else(|| unreachable!());
             assert!(l.legacy_clients, "{n}");
             assert_eq!(l.name, format!("{n}{LEGACY_SUFFIX}"));
-            assert_eq!(Scenario { legacy_clients: false, name: s.name.clone(), ..l }, s, "{n}: nothing else differs");
+            assert_eq!(
+                Scenario {
+                    legacy_clients: false,
+                    name: s.name.clone(),
+                    ..l
+                },
+                s,
+                "{n}: nothing else differs"
+            );
         }
         assert!(!Scenario::from_seed(5).legacy_clients && !Scenario::base("t").legacy_clients);
         assert_eq!(Scenario::parse("swarm", 5), Some(Scenario::from_seed(5)));
@@ -710,10 +844,16 @@ mod tests {
         let mut l = Scenario::from_seed(5);
         l.set_legacy_clients();
         l.set_legacy_clients();
-        assert!(l.name.ends_with(LEGACY_SUFFIX) && !l.name.ends_with("+legacy-clients+legacy-clients"), "{}", l.name);
+        assert!(
+            l.name.ends_with(LEGACY_SUFFIX) && !l.name.ends_with("+legacy-clients+legacy-clients"),
+            "{}",
+            l.name
+        );
         assert_eq!(Scenario::parse(&l.name, 5), Some(l.clone()));
         assert_eq!(Scenario::parse("swarm+legacy-clients", 5), Some(l.clone()));
-        let other = (6..100).find(|s| Scenario::from_seed(*s).name != Scenario::from_seed(5).name).unwrap_or(6);
+        let other = (6..100)
+            .find(|s| Scenario::from_seed(*s).name != Scenario::from_seed(5).name)
+            .unwrap_or(6);
         assert_eq!(Scenario::parse(&l.name, other), None);
         assert_eq!(Scenario::parse("no-such+legacy-clients", 1), None);
     }
@@ -724,7 +864,9 @@ mod tests {
         let a = s.plan(&mut Rng::new(9));
         assert_eq!(a, s.plan(&mut Rng::new(9)));
         assert!(!a.is_empty());
-        assert!(a.iter().all(|(t, _)| *t >= s.fault_start && *t < s.fault_end + 20 * MS));
+        assert!(a
+            .iter()
+            .all(|(t, _)| *t >= s.fault_start && *t < s.fault_end + 20 * MS));
         let kinds: std::collections::BTreeSet<&str> = a
             .iter()
             .map(|(_, f)| match f {
@@ -735,8 +877,14 @@ mod tests {
                 _ => "aimed at a window",
             })
             .collect();
-        assert!(kinds.contains("pause") && kinds.contains("crash"), "{kinds:?}");
-        assert!(!kinds.contains("aimed at a window"), "named scenarios draw no window faults");
+        assert!(
+            kinds.contains("pause") && kinds.contains("crash"),
+            "{kinds:?}"
+        );
+        assert!(
+            !kinds.contains("aimed at a window"),
+            "named scenarios draw no window faults"
+        );
     }
 
     #[test]
@@ -744,9 +892,20 @@ mod tests {
         let mut windowed = 0;
         for seed in 0..1_000 {
             let s = Scenario::from_seed(seed);
-            let armed: Vec<&(Time, Fault)> = s.schedule.iter().filter(|(_, f)| f.is_armed()).collect();
-            assert_eq!(s.name.contains("+windows("), !armed.is_empty(), "seed {seed}: {}", s.name);
-            assert!(armed.iter().all(|(t, _)| *t >= s.fault_start && *t < s.fault_end), "seed {seed}: {armed:?}");
+            let armed: Vec<&(Time, Fault)> =
+                s.schedule.iter().filter(|(_, f)| f.is_armed()).collect();
+            assert_eq!(
+                s.name.contains("+windows("),
+                !armed.is_empty(),
+                "seed {seed}: {}",
+                s.name
+            );
+            assert!(
+                armed
+                    .iter()
+                    .all(|(t, _)| *t >= s.fault_start && *t < s.fault_end),
+                "seed {seed}: {armed:?}"
+            );
             windowed += usize::from(!armed.is_empty());
         }
         // WINDOW_SHARE of 1,000 seeds, give or take the draw.

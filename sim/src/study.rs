@@ -81,7 +81,10 @@ impl Setup {
     pub const GRACE_MS: f64 = 120.0;
 
     pub fn scenario(&self, rate: f64) -> Option<Scenario> {
-        let mut s = Scenario::base(&format!("study/{}@{}x{}c", self.model, self.ratio, self.cores));
+        let mut s = Scenario::base(&format!(
+            "study/{}@{}x{}c",
+            self.model, self.ratio, self.cores
+        ));
         // No faults: what is measured is the collector.
         s.fault_start = 0;
         s.fault_end = 0;
@@ -175,7 +178,11 @@ pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
     let mut lat_send = Vec::new();
     let mut incomplete = 0;
     let mut completed = 0usize;
-    for op in out.history.iter().filter(|o| o.intended >= from && o.intended < until) {
+    for op in out
+        .history
+        .iter()
+        .filter(|o| o.intended >= from && o.intended < until)
+    {
         match (op.complete, &op.outcome) {
             (Some(c), Outcome::Ok { .. }) => {
                 lat.push((c - op.intended) as f64 / MS as f64);
@@ -191,7 +198,10 @@ pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
     }
     lat.sort_by(f64::total_cmp);
     lat_send.sort_by(f64::total_cmp);
-    let busiest = out.gc.iter().max_by(|a, b| a.1.gc_cpu_us().total_cmp(&b.1.gc_cpu_us()));
+    let busiest = out
+        .gc
+        .iter()
+        .max_by(|a, b| a.1.gc_cpu_us().total_cmp(&b.1.gc_cpu_us()));
     let cores = setup.cores as f64;
     Some(Probe {
         rate,
@@ -232,7 +242,14 @@ pub struct Search {
 /// `precision` (relative). A rate misses when each of `attempts` runs
 /// (seeds `seed`, `seed + 1`, ...) misses, as `bench --find-max` does; the
 /// probe kept for a passing rate is its first passing run.
-pub fn max_rate(setup: &Setup, slo_p99_ms: f64, start: f64, precision: f64, attempts: u64, seed: u64) -> Option<Search> {
+pub fn max_rate(
+    setup: &Setup,
+    slo_p99_ms: f64,
+    start: f64,
+    precision: f64,
+    attempts: u64,
+    seed: u64,
+) -> Option<Search> {
     let mut probes = Vec::new();
     let run = |rate: f64, probes: &mut Vec<Probe>| -> Option<Option<Probe>> {
         for a in 0..attempts.max(1) {
@@ -274,7 +291,13 @@ pub fn max_rate(setup: &Setup, slo_p99_ms: f64, start: f64, precision: f64, atte
             r /= 2.0;
         }
         if lo == 0.0 {
-            return Some(Search { setup: setup.clone(), slo_p99_ms, max_rate: 0.0, at_max: None, probes });
+            return Some(Search {
+                setup: setup.clone(),
+                slo_p99_ms,
+                max_rate: 0.0,
+                at_max: None,
+                probes,
+            });
         }
     }
     // Bisection between the last pass and the first miss.
@@ -288,7 +311,13 @@ pub fn max_rate(setup: &Setup, slo_p99_ms: f64, start: f64, precision: f64, atte
             None => hi = mid,
         }
     }
-    Some(Search { setup: setup.clone(), slo_p99_ms, max_rate: lo, at_max: best, probes })
+    Some(Search {
+        setup: setup.clone(),
+        slo_p99_ms,
+        max_rate: lo,
+        at_max: best,
+        probes,
+    })
 }
 
 /// The collector's CPU share over time at one load, for one replica (the
@@ -312,10 +341,21 @@ pub fn timeline(setup: &Setup, rate: f64, seed: u64) -> Option<Timeline> {
     let window = s.memory.window;
     let out = crate::run(s, seed);
     let cores = setup.cores as f64;
-    let busiest = out.gc.iter().max_by(|a, b| a.1.gc_cpu_us().total_cmp(&b.1.gc_cpu_us()));
-    let share = busiest.map_or_else(Vec::new, |g| g.1.windows.iter().map(|w| w / (window as f64 * cores)).collect());
+    let busiest = out
+        .gc
+        .iter()
+        .max_by(|a, b| a.1.gc_cpu_us().total_cmp(&b.1.gc_cpu_us()));
+    let share = busiest.map_or_else(Vec::new, |g| {
+        g.1.windows
+            .iter()
+            .map(|w| w / (window as f64 * cores))
+            .collect()
+    });
     let pauses = busiest.map_or_else(Vec::new, |g| {
-        g.1.pauses.iter().map(|(t, d, p)| (*t as f64 / MS as f64, *d as f64 / MS as f64, p.name())).collect()
+        g.1.pauses
+            .iter()
+            .map(|(t, d, p)| (*t as f64 / MS as f64, *d as f64 / MS as f64, p.name()))
+            .collect()
     });
     let mut latency: Vec<f64> = Vec::new();
     let mut latency_from_send: Vec<f64> = Vec::new();
@@ -327,5 +367,13 @@ pub fn timeline(setup: &Setup, rate: f64, seed: u64) -> Option<Timeline> {
     }
     latency.sort_by(f64::total_cmp);
     latency_from_send.sort_by(f64::total_cmp);
-    Some(Timeline { setup: setup.clone(), rate, window_ms: window as f64 / MS as f64, share, pauses, latency, latency_from_send })
+    Some(Timeline {
+        setup: setup.clone(),
+        rate,
+        window_ms: window as f64 / MS as f64,
+        share,
+        pauses,
+        latency,
+        latency_from_send,
+    })
 }

@@ -22,7 +22,15 @@ use crate::world::{GcMark, GcStep};
 /// leaves takes about as long again to work off at half of capacity).
 pub const AFTER_HAND_OFF: Time = 10 * MS;
 
-pub const CLASSES: [&str; 7] = ["hand-off", "after hand-off", "old leader collecting", "follower collecting", "forced collection", "runtime pause", "none"];
+pub const CLASSES: [&str; 7] = [
+    "hand-off",
+    "after hand-off",
+    "old leader collecting",
+    "follower collecting",
+    "forced collection",
+    "runtime pause",
+    "none",
+];
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Class {
@@ -60,13 +68,20 @@ pub struct Split {
 fn hand_off_parts(log: &[GcStep]) -> (f64, f64) {
     let mut parts = Vec::new();
     for (i, s) in log.iter().enumerate() {
-        let GcMark::HandOff { to } = s.mark else { continue };
+        let GcMark::HandOff { to } = s.mark else {
+            continue;
+        };
         let start = log[..i]
             .iter()
             .rev()
-            .find(|p| p.replica == s.replica && p.mark == GcMark::HandOffStart && p.at + 200 * MS >= s.at)
+            .find(|p| {
+                p.replica == s.replica && p.mark == GcMark::HandOffStart && p.at + 200 * MS >= s.at
+            })
             .map_or(s.at, |p| p.at);
-        if let Some(e) = log[i..].iter().find(|p| p.replica == to && p.mark == GcMark::Elected) {
+        if let Some(e) = log[i..]
+            .iter()
+            .find(|p| p.replica == to && p.mark == GcMark::Elected)
+        {
             parts.push(((s.at - start) as f64, (e.at - s.at) as f64));
         }
     }
@@ -74,15 +89,24 @@ fn hand_off_parts(log: &[GcStep]) -> (f64, f64) {
         return (0.0, 0.0);
     }
     let n = parts.len() as f64 * MS as f64;
-    (parts.iter().map(|p| p.0).sum::<f64>() / n, parts.iter().map(|p| p.1).sum::<f64>() / n)
+    (
+        parts.iter().map(|p| p.0).sum::<f64>() / n,
+        parts.iter().map(|p| p.1).sum::<f64>() / n,
+    )
 }
 
 /// `[from, to)` windows, µs, per class.
-fn windows(log: &[GcStep], pauses: &[(ReplicaId, Time, Time)], end: Time) -> [Vec<(Time, Time)>; 6] {
+fn windows(
+    log: &[GcStep],
+    pauses: &[(ReplicaId, Time, Time)],
+    end: Time,
+) -> [Vec<(Time, Time)>; 6] {
     let mut w: [Vec<(Time, Time)>; 6] = Default::default();
     // Collections: from `Collect` to the same replica's next `Done`.
     let done_after = |r: ReplicaId, t: Time| {
-        log.iter().find(|s| s.replica == r && s.at >= t && s.mark == GcMark::Done).map_or(end, |s| s.at)
+        log.iter()
+            .find(|s| s.replica == r && s.at >= t && s.mark == GcMark::Done)
+            .map_or(end, |s| s.at)
     };
     for (i, s) in log.iter().enumerate() {
         match s.mark {
@@ -92,9 +116,16 @@ fn windows(log: &[GcStep], pauses: &[(ReplicaId, Time, Time)], end: Time) -> [Ve
                 let start = log[..i]
                     .iter()
                     .rev()
-                    .find(|p| p.replica == s.replica && p.mark == GcMark::HandOffStart && p.at + 200 * MS >= s.at)
+                    .find(|p| {
+                        p.replica == s.replica
+                            && p.mark == GcMark::HandOffStart
+                            && p.at + 200 * MS >= s.at
+                    })
                     .map_or(s.at, |p| p.at);
-                let elected = log[i..].iter().find(|p| p.replica == to && p.mark == GcMark::Elected).map_or(end, |p| p.at);
+                let elected = log[i..]
+                    .iter()
+                    .find(|p| p.replica == to && p.mark == GcMark::Elected)
+                    .map_or(end, |p| p.at);
                 w[0].push((start, elected));
                 w[1].push((elected, elected.saturating_add(AFTER_HAND_OFF)));
             }
@@ -102,7 +133,11 @@ fn windows(log: &[GcStep], pauses: &[(ReplicaId, Time, Time)], end: Time) -> [Ve
                 let until = done_after(s.replica, s.at);
                 // The replica's previous coordination step that is not its
                 // due notice: a hand-off means it collects as the old leader.
-                let prev = log[..i].iter().rev().find(|p| p.replica == s.replica && p.mark != GcMark::Due).map(|p| p.mark);
+                let prev = log[..i]
+                    .iter()
+                    .rev()
+                    .find(|p| p.replica == s.replica && p.mark != GcMark::Due)
+                    .map(|p| p.mark);
                 let k = match (granted, prev) {
                     (_, Some(GcMark::HandOff { .. })) => 2,
                     (true, _) => 3,
@@ -119,7 +154,10 @@ fn windows(log: &[GcStep], pauses: &[(ReplicaId, Time, Time)], end: Time) -> [Ve
             s.replica == r
                 && matches!(s.mark, GcMark::Collect { .. })
                 && s.at <= at
-                && log[i..].iter().find(|p| p.replica == r && p.mark == GcMark::Done).is_none_or(|p| p.at >= at)
+                && log[i..]
+                    .iter()
+                    .find(|p| p.replica == r && p.mark == GcMark::Done)
+                    .is_none_or(|p| p.at >= at)
         });
         if !inside {
             w[5].push((at, at + d));
@@ -141,12 +179,19 @@ pub fn split(setup: &Setup, rate: f64, seed: u64) -> Option<Split> {
     let out = crate::run(s.clone(), seed);
     let from = (setup.warmup * SEC as f64) as Time;
     let until = s.duration;
-    let pauses: Vec<(ReplicaId, Time, Time)> =
-        out.gc.iter().flat_map(|(r, st)| st.pauses.iter().map(move |(t, d, _)| (*r, *t, *d))).collect();
+    let pauses: Vec<(ReplicaId, Time, Time)> = out
+        .gc
+        .iter()
+        .flat_map(|(r, st)| st.pauses.iter().map(move |(t, d, _)| (*r, *t, *d)))
+        .collect();
     let w = windows(&out.gc_log, &pauses, out.end);
     // (latency ms, class) of every measured operation.
     let mut ops: Vec<(f64, usize)> = Vec::new();
-    for op in out.history.iter().filter(|o| o.intended >= from && o.intended < until) {
+    for op in out
+        .history
+        .iter()
+        .filter(|o| o.intended >= from && o.intended < until)
+    {
         let done = match (op.complete, &op.outcome) {
             (Some(c), Outcome::Ok { .. }) => c,
             (_, Outcome::Fail(_)) => continue,
@@ -167,8 +212,14 @@ pub fn split(setup: &Setup, rate: f64, seed: u64) -> Option<Split> {
         .map(|(k, name)| {
             let mut lat: Vec<f64> = ops.iter().filter(|o| o.1 == k).map(|o| o.0).collect();
             lat.sort_by(f64::total_cmp);
-            let ws: Vec<&(Time, Time)> = w.get(k).map_or_else(Vec::new, |v| v.iter().filter(|(a, b)| *b > from && *a < until).collect());
-            let mean = if ws.is_empty() { 0.0 } else { ws.iter().map(|(a, b)| (b - a) as f64).sum::<f64>() / ws.len() as f64 / MS as f64 };
+            let ws: Vec<&(Time, Time)> = w.get(k).map_or_else(Vec::new, |v| {
+                v.iter().filter(|(a, b)| *b > from && *a < until).collect()
+            });
+            let mean = if ws.is_empty() {
+                0.0
+            } else {
+                ws.iter().map(|(a, b)| (b - a) as f64).sum::<f64>() / ws.len() as f64 / MS as f64
+            };
             Class {
                 name,
                 windows: ws.len(),

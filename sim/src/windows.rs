@@ -27,19 +27,21 @@ impl World {
             return;
         }
         let elections = match fault {
-            Fault::PauseLeader { nth, .. } | Fault::CrashLeader { nth, .. } | Fault::IsolateLeader { nth, .. } if nth > 0 => {
+            Fault::PauseLeader { nth, .. }
+            | Fault::CrashLeader { nth, .. }
+            | Fault::IsolateLeader { nth, .. }
+                if nth > 0 =>
+            {
                 nth
             }
             Fault::PauseLeader { .. }
             | Fault::CrashLeader { .. }
             | Fault::IsolateLeader { .. }
             | Fault::CutLeader { .. }
-            | Fault::SlowLeaderLink { .. } => {
-                match self.leader() {
-                    Some(l) => return self.fire_on_leader(l, fault),
-                    None => 1,
-                }
-            }
+            | Fault::SlowLeaderLink { .. } => match self.leader() {
+                Some(l) => return self.fire_on_leader(l, fault),
+                None => 1,
+            },
             _ => 0,
         };
         self.armed.push(Armed { fault, elections });
@@ -48,8 +50,15 @@ impl World {
     /// The replica leading at the highest ballot, if any (a stopped leader
     /// still leads as far as it knows).
     fn leader(&self) -> Option<ReplicaId> {
-        let leaders = self.nodes.iter().enumerate().filter_map(|(i, n)| n.replica.as_ref().map(|r| (i, r)));
-        leaders.filter(|(_, r)| r.role() == Role::Leader).max_by_key(|(_, r)| r.ballot()).map(|(i, _)| i as ReplicaId)
+        let leaders = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.replica.as_ref().map(|r| (i, r)));
+        leaders
+            .filter(|(_, r)| r.role() == Role::Leader)
+            .max_by_key(|(_, r)| r.ballot())
+            .map(|(i, _)| i as ReplicaId)
     }
 
     /// Armed faults expire with the fault window.
@@ -87,10 +96,20 @@ impl World {
         if !self.windows_open() {
             return;
         }
-        if let Some(i) = self.armed.iter().position(|a| matches!(a.fault, Fault::PauseCandidate { .. })) {
+        if let Some(i) = self
+            .armed
+            .iter()
+            .position(|a| matches!(a.fault, Fault::PauseCandidate { .. }))
+        {
             let a = self.armed.remove(i);
             self.faults.windows += 1;
-            self.at(self.now, Ev::Fault(Fault::Pause { replica: r, duration: a.fault.length() }));
+            self.at(
+                self.now,
+                Ev::Fault(Fault::Pause {
+                    replica: r,
+                    duration: a.fault.length(),
+                }),
+            );
         }
     }
 
@@ -101,8 +120,14 @@ impl World {
         if !self.windows_open() {
             return;
         }
-        let adopted = records.iter().any(|rec| matches!(rec, Record::Ballot(b) if ballot_owner(*b) != r));
-        let Some(i) = self.armed.iter().position(|a| matches!(a.fault, Fault::CrashInBallotPersist { .. })) else {
+        let adopted = records
+            .iter()
+            .any(|rec| matches!(rec, Record::Ballot(b) if ballot_owner(*b) != r));
+        let Some(i) = self
+            .armed
+            .iter()
+            .position(|a| matches!(a.fault, Fault::CrashInBallotPersist { .. }))
+        else {
             return;
         };
         if !adopted || done < self.now + 2 {
@@ -112,7 +137,13 @@ impl World {
         let window = done - self.now;
         let at = self.rng.range(self.now + window / 2, done - 1);
         self.faults.windows += 1;
-        self.at(at, Ev::Fault(Fault::Crash { replica: r, down_for: a.fault.length() }));
+        self.at(
+            at,
+            Ev::Fault(Fault::Crash {
+                replica: r,
+                down_for: a.fault.length(),
+            }),
+        );
     }
 
     /// Fires a fault aimed at leader `l` (through the event queue: this may
@@ -122,13 +153,32 @@ impl World {
         let n = self.s.n as u64;
         let follower = |w: &mut World| ((l as u64 + w.rng.range(1, n - 1)) % n) as ReplicaId;
         match fault {
-            Fault::PauseLeader { duration, .. } => self.at(self.now, Ev::Fault(Fault::Pause { replica: l, duration })),
-            Fault::CrashLeader { after, down_for, .. } => {
-                self.at(self.now + after.max(1), Ev::Fault(Fault::Crash { replica: l, down_for }))
-            }
-            Fault::IsolateLeader { one_way, duration, .. } => {
-                self.at(self.now, Ev::Fault(Fault::Isolate { replica: l, one_way, duration }))
-            }
+            Fault::PauseLeader { duration, .. } => self.at(
+                self.now,
+                Ev::Fault(Fault::Pause {
+                    replica: l,
+                    duration,
+                }),
+            ),
+            Fault::CrashLeader {
+                after, down_for, ..
+            } => self.at(
+                self.now + after.max(1),
+                Ev::Fault(Fault::Crash {
+                    replica: l,
+                    down_for,
+                }),
+            ),
+            Fault::IsolateLeader {
+                one_way, duration, ..
+            } => self.at(
+                self.now,
+                Ev::Fault(Fault::Isolate {
+                    replica: l,
+                    one_way,
+                    duration,
+                }),
+            ),
             Fault::CutLeader { duration } => {
                 let b = follower(self);
                 self.at(self.now, Ev::Fault(Fault::CutLink { a: l, b, duration }));

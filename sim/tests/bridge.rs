@@ -12,9 +12,19 @@ fn elections(seed: u64, pre_vote: bool) -> u64 {
     let mut s = Scenario::named("bridge").expect("bridge scenario");
     s.pre_vote = pre_vote;
     let out = stutter_sim::run(s, seed);
-    assert!(out.violations.is_empty(), "seed {seed}, pre_vote {pre_vote}: {:?}", out.violations);
-    assert_eq!(out.faults.partitions, 1, "seed {seed}: the bridge partition was applied");
-    assert!(out.history.iter().filter(|o| o.is_ok()).count() > 1_000, "seed {seed}: clients made progress");
+    assert!(
+        out.violations.is_empty(),
+        "seed {seed}, pre_vote {pre_vote}: {:?}",
+        out.violations
+    );
+    assert_eq!(
+        out.faults.partitions, 1,
+        "seed {seed}: the bridge partition was applied"
+    );
+    assert!(
+        out.history.iter().filter(|o| o.is_ok()).count() > 1_000,
+        "seed {seed}: clients made progress"
+    );
     out.elections
 }
 
@@ -22,7 +32,10 @@ fn elections(seed: u64, pre_vote: bool) -> u64 {
 fn without_pre_vote_the_cut_follower_unseats_the_leader() {
     for seed in 1..=3 {
         let n = elections(seed, false);
-        assert!(n > 1, "seed {seed}: {n} election(s); the cut follower should have won one");
+        assert!(
+            n > 1,
+            "seed {seed}: {n} election(s); the cut follower should have won one"
+        );
     }
 }
 
@@ -30,6 +43,9 @@ fn without_pre_vote_the_cut_follower_unseats_the_leader() {
 fn with_pre_vote_the_first_leader_stays() {
     for seed in 1..=3 {
         let n = elections(seed, true);
-        assert_eq!(n, 1, "seed {seed}: {n} elections; only the first should happen");
+        assert_eq!(
+            n, 1,
+            "seed {seed}: {n} elections; only the first should happen"
+        );
     }
 }

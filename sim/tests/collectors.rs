@@ -28,7 +28,10 @@ fn named_collector_scenarios_collect_and_pass_every_checker() {
         assert!(out.violations.is_empty(), "{name}: {:?}", out.violations);
         assert_eq!(out.gc.len(), 3, "{name}: one collector per replica");
         for (r, g) in &out.gc {
-            assert!(g.cycles > 0 && g.pause_count() > 0, "{name}: replica {r} never collected: {g:?}");
+            assert!(
+                g.cycles > 0 && g.pause_count() > 0,
+                "{name}: replica {r} never collected: {g:?}"
+            );
             assert!(g.allocated > 0);
         }
     }
@@ -44,11 +47,29 @@ fn a_tight_memory_limit_costs_a_go_like_replica_cpu_and_latency() {
     };
     let (ample, tight) = (run(8.0), run(1.25));
     assert!(ample.violations.is_empty() && tight.violations.is_empty());
-    let share = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.cpu_share(1.0)).fold(0.0, f64::max);
-    assert!(share(&tight) > 5.0 * share(&ample), "collector share {} vs {}", share(&tight), share(&ample));
-    let assists = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.assist_us).sum::<f64>();
-    assert!(assists(&tight) > assists(&ample), "assists {} vs {}", assists(&tight), assists(&ample));
-    assert!(p99(&tight) > p99(&ample), "p99 {} vs {}", p99(&tight), p99(&ample));
+    let share = |o: &stutter_sim::world::RunOutput| {
+        o.gc.iter().map(|g| g.1.cpu_share(1.0)).fold(0.0, f64::max)
+    };
+    assert!(
+        share(&tight) > 5.0 * share(&ample),
+        "collector share {} vs {}",
+        share(&tight),
+        share(&ample)
+    );
+    let assists =
+        |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.assist_us).sum::<f64>();
+    assert!(
+        assists(&tight) > assists(&ample),
+        "assists {} vs {}",
+        assists(&tight),
+        assists(&ample)
+    );
+    assert!(
+        p99(&tight) > p99(&ample),
+        "p99 {} vs {}",
+        p99(&tight),
+        p99(&ample)
+    );
 }
 
 #[test]
@@ -60,8 +81,14 @@ fn a_g1_like_heap_close_to_its_data_stops_the_world_for_long() {
     };
     let (ample, tight) = (run(8.0), run(1.25));
     assert!(ample.violations.is_empty() && tight.violations.is_empty());
-    let longest = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.max_pause()).max().unwrap_or(0);
-    assert!(longest(&tight) > 4 * longest(&ample).max(1), "longest pause {} vs {}", longest(&tight), longest(&ample));
+    let longest =
+        |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.max_pause()).max().unwrap_or(0);
+    assert!(
+        longest(&tight) > 4 * longest(&ample).max(1),
+        "longest pause {} vs {}",
+        longest(&tight),
+        longest(&ample)
+    );
 }
 
 #[test]
@@ -74,7 +101,12 @@ fn more_cores_serve_the_same_load_with_less_queueing() {
     };
     let (one, four) = (run(1), run(4));
     assert!(one.violations.is_empty() && four.violations.is_empty());
-    assert!(p99(&four) < p99(&one), "p99 with 4 cores {} vs 1 core {}", p99(&four), p99(&one));
+    assert!(
+        p99(&four) < p99(&one),
+        "p99 with 4 cores {} vs 1 core {}",
+        p99(&four),
+        p99(&one)
+    );
 }
 
 #[test]
@@ -84,7 +116,9 @@ fn the_same_seed_gives_the_same_collections() {
     let a = stutter_sim::run(s.clone(), 9);
     let b = stutter_sim::run(s, 9);
     assert_eq!(a.trace_hash, b.trace_hash);
-    let pauses = |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.pauses.clone()).collect::<Vec<_>>();
+    let pauses = |o: &stutter_sim::world::RunOutput| {
+        o.gc.iter().map(|g| g.1.pauses.clone()).collect::<Vec<_>>()
+    };
     assert_eq!(pauses(&a), pauses(&b));
 }
 
@@ -94,7 +128,10 @@ struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl std::io::Write for Sink {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(b);
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(b);
         Ok(b.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -114,16 +151,34 @@ fn coordinated_collections_hand_off_leadership_pass_every_checker_and_cut_the_g1
     };
     let (plain, _) = run("gc-g1", 2);
     let (blade, trace) = run("gc-g1-blade", 2);
-    assert!(plain.violations.is_empty() && blade.violations.is_empty(), "{:?} {:?}", plain.violations, blade.violations);
-    let count = |a: &str| trace.lines().filter(|l| l.contains(&format!("\"action\":\"{a}\""))).count();
-    assert!(count("TransferLeadership") > 0, "the leader handed off before collecting");
+    assert!(
+        plain.violations.is_empty() && blade.violations.is_empty(),
+        "{:?} {:?}",
+        plain.violations,
+        blade.violations
+    );
+    let count = |a: &str| {
+        trace
+            .lines()
+            .filter(|l| l.contains(&format!("\"action\":\"{a}\"")))
+            .count()
+    };
+    assert!(
+        count("TransferLeadership") > 0,
+        "the leader handed off before collecting"
+    );
     assert!(count("GrantGc") > 0 && count("Collect") > 0);
     let p999 = |o: &stutter_sim::world::RunOutput| {
         let mut l = o.latencies.clone();
         l.sort_unstable();
         stutter_sim::percentile(&l, 0.999)
     };
-    assert!(p999(&blade) < p999(&plain), "p99.9 {} with coordination vs {} without", p999(&blade), p999(&plain));
+    assert!(
+        p999(&blade) < p999(&plain),
+        "p99.9 {} with coordination vs {} without",
+        p999(&blade),
+        p999(&plain)
+    );
 }
 
 #[test]
@@ -139,8 +194,14 @@ fn granting_the_old_leader_after_its_grace_still_hands_off_and_passes_every_chec
         let out = stutter_sim::run_traced(s, 2, Box::new(sink.clone()));
         assert!(out.violations.is_empty(), "{name}: {:?}", out.violations);
         let text = String::from_utf8(sink.0.lock().expect("lock").clone()).unwrap_or_default();
-        assert!(text.contains("\"action\":\"TransferLeadership\""), "{name}: the leader handed off");
-        assert!(text.contains("\"action\":\"GrantGc\""), "{name}: a grant was given");
+        assert!(
+            text.contains("\"action\":\"TransferLeadership\""),
+            "{name}: the leader handed off"
+        );
+        assert!(
+            text.contains("\"action\":\"GrantGc\""),
+            "{name}: a grant was given"
+        );
         runs += 1;
     }
     for seed in 0..300 {
@@ -150,7 +211,11 @@ fn granting_the_old_leader_after_its_grace_still_hands_off_and_passes_every_chec
         }
         s.gc_grant_after_grace = true;
         let out = stutter_sim::run(s, seed);
-        assert!(out.violations.is_empty(), "seed {seed}: {:?}", out.violations);
+        assert!(
+            out.violations.is_empty(),
+            "seed {seed}: {:?}",
+            out.violations
+        );
         runs += 1;
     }
     assert!(runs > 10, "{runs} coordinated runs");
@@ -177,15 +242,37 @@ fn the_fast_hand_off_elects_on_the_carried_promise_and_passes_every_checker() {
         assert!(out.violations.is_empty(), "{name}: {:?}", out.violations);
         let text = String::from_utf8(sink.0.lock().expect("lock").clone()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
-        let at = |a: &str| lines.iter().position(|l| l.contains(&format!("\"action\":\"{a}\"")));
-        let Some(h) = at("TransferWithPromise") else { panic!("{name}: no hand-off with a promise") };
-        assert!(at("TransferLeadership").is_none(), "{name}: every hand-off carried a promise");
-        assert!(at("LearnCommit").is_some(), "{name}: followers learned commits from Accepts");
+        let at = |a: &str| {
+            lines
+                .iter()
+                .position(|l| l.contains(&format!("\"action\":\"{a}\"")))
+        };
+        let Some(h) = at("TransferWithPromise") else {
+            panic!("{name}: no hand-off with a promise")
+        };
+        assert!(
+            at("TransferLeadership").is_none(),
+            "{name}: every hand-off carried a promise"
+        );
+        assert!(
+            at("LearnCommit").is_some(),
+            "{name}: followers learned commits from Accepts"
+        );
         // The target's election after the hand-off: elected on its own
         // promise and the carried one, with no Prepare handled by anyone.
-        let elected = lines[h..].iter().position(|l| l.contains("\"action\":\"BecomeLeader\"")).map(|i| h + i);
-        let Some(e) = elected else { panic!("{name}: no election after the hand-off") };
-        assert!(!lines[h..e].iter().any(|l| l.contains("\"action\":\"HandlePrepare\"")), "{name}: a Prepare round ran");
+        let elected = lines[h..]
+            .iter()
+            .position(|l| l.contains("\"action\":\"BecomeLeader\""))
+            .map(|i| h + i);
+        let Some(e) = elected else {
+            panic!("{name}: no election after the hand-off")
+        };
+        assert!(
+            !lines[h..e]
+                .iter()
+                .any(|l| l.contains("\"action\":\"HandlePrepare\"")),
+            "{name}: a Prepare round ran"
+        );
     }
     let mut runs = 0;
     for seed in (0..300).chain([1722, 1990]) {
@@ -195,7 +282,11 @@ fn the_fast_hand_off_elects_on_the_carried_promise_and_passes_every_checker() {
         }
         fast(&mut s);
         let out = stutter_sim::run(s, seed);
-        assert!(out.violations.is_empty(), "seed {seed}: {:?}", out.violations);
+        assert!(
+            out.violations.is_empty(),
+            "seed {seed}: {:?}",
+            out.violations
+        );
         runs += 1;
     }
     assert!(runs > 10, "{runs} coordinated runs");

@@ -13,7 +13,10 @@ fn same_seed_same_trace_hash_for_every_named_scenario() {
         assert_eq!(a.events, b.events, "{name}");
         assert_eq!(a.history.len(), b.history.len(), "{name}");
         let c = stutter_sim::run(s, 8);
-        assert_ne!(a.trace_hash, c.trace_hash, "{name}: another seed, another run");
+        assert_ne!(
+            a.trace_hash, c.trace_hash,
+            "{name}: another seed, another run"
+        );
     }
 }
 
@@ -24,7 +27,10 @@ fn the_printed_trace_is_the_hashed_trace() {
     struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
     impl std::io::Write for Sink {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(b);
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -33,11 +39,18 @@ fn the_printed_trace_is_the_hashed_trace() {
     }
     let traced = stutter_sim::run_traced(s.clone(), 3, Box::new(Sink(buf.clone())));
     let plain = stutter_sim::run(s, 3);
-    assert_eq!(traced.trace_hash, plain.trace_hash, "writing the trace does not change the run");
+    assert_eq!(
+        traced.trace_hash, plain.trace_hash,
+        "writing the trace does not change the run"
+    );
     let text = buf.lock().expect("lock").clone();
-    let lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+    let lines = text
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
     assert!(lines > 10_000, "{lines} trace lines");
-    let first: serde_json::Value = serde_json::from_slice(text.split(|b| *b == b'\n').next().unwrap_or(&[])).expect("json");
+    let first: serde_json::Value =
+        serde_json::from_slice(text.split(|b| *b == b'\n').next().unwrap_or(&[])).expect("json");
     assert!(first.get("action").is_some() && first.get("state").is_some());
 }
 
@@ -50,6 +63,9 @@ fn a_swarm_seed_with_faults_aimed_at_windows_is_reproducible() {
     let a = stutter_sim::run(s.clone(), 9);
     let b = stutter_sim::run(s, 9);
     assert!(a.faults.windows > 0, "no window fault fired");
-    assert_eq!((a.trace_hash, a.events, a.faults.windows), (b.trace_hash, b.events, b.faults.windows));
+    assert_eq!(
+        (a.trace_hash, a.events, a.faults.windows),
+        (b.trace_hash, b.events, b.faults.windows)
+    );
     assert!(a.violations.is_empty(), "{:?}", a.violations);
 }

@@ -12,16 +12,34 @@ use stutter_sim::scenario::{Fault, Scenario, MS, SEC};
 fn fault() -> impl Strategy<Value = Fault> {
     let r = 0u8..3;
     prop_oneof![
-        (r.clone(), 1u64..1_500).prop_map(|(replica, ms)| Fault::Pause { replica, duration: ms * MS }),
-        (r.clone(), 10u64..1_500).prop_map(|(replica, ms)| Fault::Crash { replica, down_for: ms * MS }),
-        (r.clone(), any::<bool>(), 10u64..2_000)
-            .prop_map(|(replica, one_way, ms)| Fault::Isolate { replica, one_way, duration: ms * MS }),
-        (r.clone(), 1u8..3, 10u64..2_000).prop_map(|(a, d, ms)| Fault::CutLink { a, b: (a + d) % 3, duration: ms * MS }),
+        (r.clone(), 1u64..1_500).prop_map(|(replica, ms)| Fault::Pause {
+            replica,
+            duration: ms * MS
+        }),
+        (r.clone(), 10u64..1_500).prop_map(|(replica, ms)| Fault::Crash {
+            replica,
+            down_for: ms * MS
+        }),
+        (r.clone(), any::<bool>(), 10u64..2_000).prop_map(|(replica, one_way, ms)| {
+            Fault::Isolate {
+                replica,
+                one_way,
+                duration: ms * MS,
+            }
+        }),
+        (r.clone(), 1u8..3, 10u64..2_000).prop_map(|(a, d, ms)| Fault::CutLink {
+            a,
+            b: (a + d) % 3,
+            duration: ms * MS
+        }),
     ]
 }
 
 fn schedule() -> impl Strategy<Value = Vec<(u64, Fault)>> {
-    proptest::collection::vec((SEC / MS..4 * SEC / MS, fault()).prop_map(|(t, f)| (t * MS, f)), 0..12)
+    proptest::collection::vec(
+        (SEC / MS..4 * SEC / MS, fault()).prop_map(|(t, f)| (t * MS, f)),
+        0..12,
+    )
 }
 
 fn scenario(schedule: Vec<(u64, Fault)>) -> Scenario {
@@ -74,8 +92,14 @@ proptest! {
 fn a_bug_shrinks_to_a_short_schedule() {
     // A fixed proptest RNG: the search and the shrinking are reproducible.
     let mut runner = proptest::test_runner::TestRunner::new_with_rng(
-        ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() },
-        proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+        ProptestConfig {
+            cases: 200,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        },
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
     );
     let result = runner.run(&(0u64..1_000, schedule()), |(seed, sched)| {
         let mut s = scenario(sched);
@@ -87,7 +111,10 @@ fn a_bug_shrinks_to_a_short_schedule() {
     });
     match result {
         Err(proptest::test_runner::TestError::Fail(_, (seed, sched))) => {
-            println!("shrunk to seed {seed} with {} fault(s): {sched:?}", sched.len());
+            println!(
+                "shrunk to seed {seed} with {} fault(s): {sched:?}",
+                sched.len()
+            );
             assert!(sched.len() <= 3, "a minimal schedule is short: {sched:?}");
         }
         other => panic!("the injected bug was not found: {other:?}"),

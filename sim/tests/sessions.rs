@@ -21,7 +21,11 @@ fn legacy_sessions() -> Scenario {
 fn a_bounded_table_expires_sessions_and_every_check_passes() {
     let out = stutter_sim::run(legacy_sessions(), 3);
     assert!(out.violations.is_empty(), "{:?}", out.violations);
-    let expired = out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count();
+    let expired = out
+        .history
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Unknown(_)))
+        .count();
     let ok = out.history.iter().filter(|o| o.is_ok()).count();
     assert!(expired > 1_000 && ok > 1_000, "{expired} expired, {ok} ok");
     // Clients continued under new ids after their sessions expired.
@@ -50,7 +54,11 @@ fn with_the_retry_flag_ignored_the_first_request_runs_twice_and_the_checker_says
     let mut s = few_tombstones();
     s.bug = Some(stutter_core::Bug::IgnoreRetryFlag);
     let out = stutter_sim::run(s, 14);
-    assert!(out.violations.iter().any(|v| v.check == "at-most-once"), "{:?}", out.violations);
+    assert!(
+        out.violations.iter().any(|v| v.check == "at-most-once"),
+        "{:?}",
+        out.violations
+    );
 }
 
 #[test]
@@ -59,7 +67,10 @@ fn an_unbounded_table_expires_nothing() {
     s.session_limit = usize::MAX;
     let out = stutter_sim::run(s, 3);
     assert!(out.violations.is_empty(), "{:?}", out.violations);
-    assert!(!out.history.iter().any(|o| matches!(o.outcome, Outcome::Unknown(_))));
+    assert!(!out
+        .history
+        .iter()
+        .any(|o| matches!(o.outcome, Outcome::Unknown(_))));
 }
 
 /// The sessions scenario as named: its clients register (`Op::Register`)
@@ -74,8 +85,17 @@ fn registered() -> Scenario {
 fn registered_clients_use_assigned_ids_meet_expiry_and_every_check_passes() {
     let out = stutter_sim::run(registered(), 3);
     assert!(out.violations.is_empty(), "{:?}", out.violations);
-    assert!(out.history.iter().all(|o| o.client >= stutter_core::REGISTERED_BASE), "every operation under an assigned id");
-    let expired = out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count();
+    assert!(
+        out.history
+            .iter()
+            .all(|o| o.client >= stutter_core::REGISTERED_BASE),
+        "every operation under an assigned id"
+    );
+    let expired = out
+        .history
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Unknown(_)))
+        .count();
     let ok = out.history.iter().filter(|o| o.is_ok()).count();
     assert!(expired > 100 && ok > 1_000, "{expired} expired, {ok} ok");
 }
@@ -85,14 +105,23 @@ fn with_registered_ids_never_expired_a_request_runs_twice_and_the_checker_says_s
     let mut s = registered();
     s.bug = Some(stutter_core::Bug::RegisteredNoExpiry);
     let out = stutter_sim::run(s, 1);
-    assert!(out.violations.iter().any(|v| v.check == "at-most-once"), "{:?}", out.violations);
+    assert!(
+        out.violations.iter().any(|v| v.check == "at-most-once"),
+        "{:?}",
+        out.violations
+    );
 }
 
 #[test]
 fn legacy_clients_use_ids_below_the_registered_base() {
     let out = stutter_sim::run(legacy_sessions(), 3);
     assert!(!out.history.is_empty());
-    assert!(out.history.iter().all(|o| o.client < stutter_core::REGISTERED_BASE), "every operation under a legacy id");
+    assert!(
+        out.history
+            .iter()
+            .all(|o| o.client < stutter_core::REGISTERED_BASE),
+        "every operation under a legacy id"
+    );
 }
 
 /// The exported history (`sim run --export-history`) names registered

@@ -37,19 +37,30 @@ fn a_coordinated_run_splits_into_hand_offs_collections_and_the_rest() {
     assert_eq!(t.classes.len(), CLASSES.len());
     let total: usize = t.classes.iter().map(|c| c.ops).sum();
     // 2 measured seconds at 150 k ops/s, open loop.
-    assert!((280_000..=320_000).contains(&total), "{total} operations measured");
+    assert!(
+        (280_000..=320_000).contains(&total),
+        "{total} operations measured"
+    );
     assert!(t.hand_offs > 0, "the leader handed off: {t:?}");
     assert!(t.transfer_ms > 0.0 && t.election_ms > 0.0, "{t:?}");
     let hand_off = &t.classes[0];
     assert!(hand_off.windows > 0 && hand_off.ops > 0, "{hand_off:?}");
     // An operation in flight through a hand-off waits for it.
     let none = t.classes.last().expect("none");
-    assert!(hand_off.p50 > none.p50, "hand-off p50 {} vs the rest {}", hand_off.p50, none.p50);
+    assert!(
+        hand_off.p50 > none.p50,
+        "hand-off p50 {} vs the rest {}",
+        hand_off.p50,
+        none.p50
+    );
     // The classes' worst is the run's, and the slowest 0.1 % are in some class.
     let worst = t.classes.iter().map(|c| c.max).fold(0.0, f64::max);
     assert_eq!(worst, t.max);
     let above: usize = t.classes.iter().map(|c| c.above_p999).sum();
-    assert!(above >= total / 1000, "{above} of {total} at or above p99.9");
+    assert!(
+        above >= total / 1000,
+        "{above} of {total} at or above p99.9"
+    );
 }
 
 #[test]

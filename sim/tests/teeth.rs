@@ -44,14 +44,22 @@ fn first_failing(bug: Bug, limit: u64, clients: Clients) -> Option<Caught> {
         s.bug = Some(bug);
         let scenario = s.name.clone();
         let out = stutter_sim::run(s, seed);
-        out.violations.into_iter().next().map(|v| Caught { seed, scenario, check: v.check, detail: v.detail })
+        out.violations.into_iter().next().map(|v| Caught {
+            seed,
+            scenario,
+            check: v.check,
+            detail: v.detail,
+        })
     })
 }
 
 fn caught_with(bug: Bug, limit: u64, clients: Clients) -> Caught {
     match first_failing(bug, limit, clients) {
         Some(c) => {
-            println!("{bug:?} caught at seed {} ({}): {}: {}", c.seed, c.scenario, c.check, c.detail);
+            println!(
+                "{bug:?} caught at seed {} ({}): {}: {}",
+                c.seed, c.scenario, c.check, c.detail
+            );
             c
         }
         None => panic!("{bug:?} was not caught in {limit} seeds ({clients:?} clients)"),
@@ -100,7 +108,11 @@ fn local_reads_are_caught() {
 #[test]
 fn promise_before_persist_is_caught_by_window_faults() {
     let c = caught(Bug::PromiseBeforePersist, 200);
-    assert!(c.scenario.contains("+windows"), "caught without window faults: {}", c.scenario);
+    assert!(
+        c.scenario.contains("+windows"),
+        "caught without window faults: {}",
+        c.scenario
+    );
 }
 
 /// Unsafe only after three leaders with a restart between them: with
@@ -110,7 +122,11 @@ fn promise_before_persist_is_caught_by_window_faults() {
 #[test]
 fn wrong_ballot_replay_is_caught_by_window_faults() {
     let c = caught(Bug::WrongBallotReplay, 300);
-    assert!(c.scenario.contains("+windows"), "caught without window faults: {}", c.scenario);
+    assert!(
+        c.scenario.contains("+windows"),
+        "caught without window faults: {}",
+        c.scenario
+    );
 }
 
 /// Every replica executes a retry twice alike, so agreement and the
@@ -163,7 +179,11 @@ fn correct_core_passes_the_same_seeds() {
                 s.set_legacy_clients();
             }
             let out = stutter_sim::run(s, seed);
-            assert!(out.violations.is_empty(), "seed {seed} ({clients:?}): {:?}", out.violations);
+            assert!(
+                out.violations.is_empty(),
+                "seed {seed} ({clients:?}): {:?}",
+                out.violations
+            );
         }
     }
 }

@@ -71,7 +71,12 @@ impl GcMode {
     /// KiB). Measured on seeds 0..20: docs/simulator.md, "Three layers".
     pub fn tight(model: &str, blade: bool) -> GcMode {
         let (dataset_mib, memory_ratio) = if model == "go" { (64, 1.19) } else { (8, 1.15) };
-        GcMode { model: model.to_string(), memory_ratio, dataset_mib, blade }
+        GcMode {
+            model: model.to_string(),
+            memory_ratio,
+            dataset_mib,
+            blade,
+        }
     }
 
     /// The memory limit in whole MiB (the config's unit), above the data.
@@ -97,7 +102,14 @@ pub fn data_dir(dir: &Path, i: usize) -> std::path::PathBuf {
     dir.join(format!("r{i}"))
 }
 
-pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path, no_fsync: bool, trace_dir: Option<&Path>) -> Vec<NodeId> {
+pub fn start(
+    handle: &Handle,
+    cfg: &ClusterConfig,
+    seed: u64,
+    dir: &Path,
+    no_fsync: bool,
+    trace_dir: Option<&Path>,
+) -> Vec<NodeId> {
     let mut ids = Vec::new();
     for i in 0..cfg.replica.len() {
         let data_dir = data_dir(dir, i);
@@ -119,7 +131,9 @@ pub fn start(handle: &Handle, cfg: &ClusterConfig, seed: u64, dir: &Path, no_fsy
                     config: cfg.clone(),
                     id: i as stutter_core::ReplicaId,
                     data_dir: data_dir.clone(),
-                    trace: trace_dir.as_deref().map(|d| crate::node_traces::file(d, i, k)),
+                    trace: trace_dir
+                        .as_deref()
+                        .map(|d| crate::node_traces::file(d, i, k)),
                     unsafe_no_fsync: no_fsync,
                     unsafe_local_reads: false,
                     calibrate: None,

@@ -20,10 +20,10 @@ use std::time::Duration;
 use madsim::net::NetSim;
 use madsim::runtime::Handle;
 use madsim::task::NodeId;
-use stutter_replica::platform::fs::crash;
-use stutter_replica::platform::send_usr1;
 use rand_core::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use stutter_replica::platform::fs::crash;
+use stutter_replica::platform::send_usr1;
 
 /// How often the driver looks at the clock (simulated time).
 pub const TICK: Duration = Duration::from_millis(10);
@@ -72,7 +72,10 @@ fn ms(v: u64) -> Duration {
 
 impl Plan {
     pub fn none() -> Plan {
-        Plan { events: Vec::new(), max_latency_ms: 5 }
+        Plan {
+            events: Vec::new(),
+            max_latency_ms: 5,
+        }
     }
 
     /// Draws a plan: 2-8 faults in the first 5 s, each lasting 50 ms to
@@ -103,7 +106,10 @@ impl Plan {
         }
         events.sort_by_key(|e| e.at);
         let max_latency_ms = 2 + below(rng, 4);
-        Plan { events, max_latency_ms }
+        Plan {
+            events,
+            max_latency_ms,
+        }
     }
 }
 
@@ -144,11 +150,28 @@ fn now() -> Duration {
 }
 
 impl Driver {
-    pub fn new(plan: &Plan, replicas: Vec<NodeId>, dirs: Vec<std::path::PathBuf>, clients: Vec<NodeId>, gc: bool) -> Driver {
+    pub fn new(
+        plan: &Plan,
+        replicas: Vec<NodeId>,
+        dirs: Vec<std::path::PathBuf>,
+        clients: Vec<NodeId>,
+        gc: bool,
+    ) -> Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
         let n = replicas.len();
-        Driver { pending, undo: Vec::new(), replicas, dirs, clients, max_latency_ms: plan.max_latency_ms, down: vec![false; n], applied: Vec::new(), gc, last_change: Duration::ZERO }
+        Driver {
+            pending,
+            undo: Vec::new(),
+            replicas,
+            dirs,
+            clients,
+            max_latency_ms: plan.max_latency_ms,
+            down: vec![false; n],
+            applied: Vec::new(),
+            gc,
+            last_change: Duration::ZERO,
+        }
     }
 
     fn log(&mut self, now: Duration, what: String) {
@@ -204,7 +227,10 @@ impl Driver {
                     self.undo.push((until, Undo::UnclogNode(i)));
                 }
                 Fault::Clog(a, b) => {
-                    let links = vec![(self.replicas[a], self.replicas[b]), (self.replicas[b], self.replicas[a])];
+                    let links = vec![
+                        (self.replicas[a], self.replicas[b]),
+                        (self.replicas[b], self.replicas[a]),
+                    ];
                     for (s, d) in &links {
                         net.clog_link(*s, *d);
                     }
@@ -212,7 +238,9 @@ impl Driver {
                     self.undo.push((until, Undo::Unclog(links)));
                 }
                 Fault::CutClient(a, c) => {
-                    let Some(cid) = self.clients.get(c).copied() else { continue };
+                    let Some(cid) = self.clients.get(c).copied() else {
+                        continue;
+                    };
                     let links = vec![(self.replicas[a], cid), (cid, self.replicas[a])];
                     for (s, d) in &links {
                         net.clog_link(*s, *d);
@@ -226,13 +254,17 @@ impl Driver {
                     self.undo.push((until, Undo::NoLoss));
                 }
                 Fault::Slow(max) => {
-                    net.update_config(|c| c.send_latency = Duration::from_millis(1)..Duration::from_millis(max));
+                    net.update_config(|c| {
+                        c.send_latency = Duration::from_millis(1)..Duration::from_millis(max)
+                    });
                     self.log(now, format!("slow {max}ms"));
                     self.undo.push((until, Undo::Fast));
                 }
             }
         }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.undo).into_iter().partition(|(t, _)| *t <= now);
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.undo)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
         self.undo = later;
         for (_, u) in due {
             self.undo_one(handle, &net, now, u);
@@ -282,7 +314,9 @@ impl Driver {
             }
             Undo::Fast => {
                 let max = self.max_latency_ms.max(2);
-                net.update_config(|c| c.send_latency = Duration::from_millis(1)..Duration::from_millis(max));
+                net.update_config(|c| {
+                    c.send_latency = Duration::from_millis(1)..Duration::from_millis(max)
+                });
                 self.log(now, "fast".into());
             }
         }

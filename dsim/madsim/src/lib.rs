@@ -79,7 +79,16 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, ops: 150, keys: 5, faults: true, no_fsync: false, trace_dir: None, gc: None }
+        Options {
+            replicas: cluster::DEFAULT_REPLICAS,
+            clients: 4,
+            ops: 150,
+            keys: 5,
+            faults: true,
+            no_fsync: false,
+            trace_dir: None,
+            gc: None,
+        }
     }
 }
 
@@ -125,8 +134,11 @@ fn config(max_latency_ms: u64) -> madsim::Config {
 /// cooperative budget (madsim polls everything inside one poll of it).
 pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     let opts = opts.clone();
-    let one = std::thread::Builder::new().name(format!("seed-{seed}")).spawn(move || run_here(seed, &opts))?;
-    one.join().map_err(|p| anyhow::anyhow!("seed {seed} panicked: {}", panic_message(&p)))?
+    let one = std::thread::Builder::new()
+        .name(format!("seed-{seed}"))
+        .spawn(move || run_here(seed, &opts))?;
+    one.join()
+        .map_err(|p| anyhow::anyhow!("seed {seed} panicked: {}", panic_message(&p)))?
 }
 
 fn run_here(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
@@ -137,10 +149,14 @@ fn run_here(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     let opts = opts.clone();
     let path = dir.path().to_path_buf();
     let seeded = real_tokio::runtime::Builder::new_current_thread()
-        .rng_seed(real_tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()))
+        .rng_seed(real_tokio::runtime::RngSeed::from_bytes(
+            &seed.to_le_bytes(),
+        ))
         .build()?;
     let out = seeded.block_on(real_tokio::task::unconstrained(async {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(simulate(seed, opts, plan, path))))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rt.block_on(simulate(seed, opts, plan, path))
+        }))
     }));
     drop(rt);
     out.map_err(|p| anyhow::anyhow!("seed {seed} panicked: {}", panic_message(&p)))
@@ -164,11 +180,19 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
     // The workload's draws come after the plan's, from the same seed.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
     let cfg = cluster::config(replicas, opts.gc.as_ref());
-    let nodes = cluster::start(&handle, &cfg, seed, &dir, opts.no_fsync, opts.trace_dir.as_deref());
+    let nodes = cluster::start(
+        &handle,
+        &cfg,
+        seed,
+        &dir,
+        opts.no_fsync,
+        opts.trace_dir.as_deref(),
+    );
     let replica_nodes = nodes.clone();
     let history: Arc<Mutex<History>> = Arc::default();
     let finals: Arc<Mutex<Finals>> = Arc::default();
-    let (client_ids, clients) = workload::start(&handle, &cfg, &opts, rng.next_u64(), history.clone());
+    let (client_ids, clients) =
+        workload::start(&handle, &cfg, &opts, rng.next_u64(), history.clone());
     let dirs = (0..replicas).map(|i| cluster::data_dir(&dir, i)).collect();
     let mut driver = faults::Driver::new(&plan, nodes, dirs, client_ids, opts.gc.is_some());
     while !clients.iter().all(|c| c.is_finished()) {
@@ -190,7 +214,14 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
     let bound = check::election_timeout() * check::LIVENESS_BOUND_ELECTION_TIMEOUTS;
     violations.extend(check::liveness(&h, driver.last_change, bound));
     let mut tally = stutter_replica::node::gc_tally();
-    let gc: Vec<GcTally> = if opts.gc.is_some() { replica_nodes.iter().map(|n| tally.remove(n).unwrap_or_default()).collect() } else { Vec::new() };
+    let gc: Vec<GcTally> = if opts.gc.is_some() {
+        replica_nodes
+            .iter()
+            .map(|n| tally.remove(n).unwrap_or_default())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let hash = gc_hash(check::hash(&h, &driver.applied, &f), &gc);
     Outcome {
         seed,
@@ -209,7 +240,22 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
 fn gc_hash(hash: u64, gc: &[GcTally]) -> u64 {
     let mut h = hash;
     for t in gc {
-        for v in [t.starts, t.pauses, t.pause_us, t.max_pause_us, t.assist_us, t.slowed_us, t.due, t.granted, t.handoffs, t.requested, t.allocated, t.stops, t.stopped_us, t.resumed_early] {
+        for v in [
+            t.starts,
+            t.pauses,
+            t.pause_us,
+            t.max_pause_us,
+            t.assist_us,
+            t.slowed_us,
+            t.due,
+            t.granted,
+            t.handoffs,
+            t.requested,
+            t.allocated,
+            t.stops,
+            t.stopped_us,
+            t.resumed_early,
+        ] {
             for b in v.to_le_bytes() {
                 h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
             }
@@ -219,7 +265,10 @@ fn gc_hash(hash: u64, gc: &[GcTally]) -> u64 {
 }
 
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_else(|| "panic".into())
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into())
 }
 
 /// A directory of its own for one run's replica files on the simulated
@@ -229,7 +278,10 @@ struct DataDir(PathBuf);
 impl DataDir {
     fn new() -> anyhow::Result<DataDir> {
         static RUNS: AtomicU64 = AtomicU64::new(0);
-        let p = PathBuf::from(format!("/madsim/run-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
+        let p = PathBuf::from(format!(
+            "/madsim/run-{}",
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        ));
         stutter_replica::platform::fs::create_dir_all(&p)?;
         Ok(DataDir(p))
     }

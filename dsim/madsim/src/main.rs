@@ -137,7 +137,9 @@ impl GcSummary {
         self.pauses.push(o.gc.iter().map(|g| g.pauses).sum());
         self.handoffs.push(o.gc.iter().map(|g| g.handoffs).sum());
         self.granted += o.gc.iter().map(|g| g.granted).sum::<u64>();
-        self.longest_us = self.longest_us.max(o.gc.iter().map(|g| g.max_pause_us).max().unwrap_or(0));
+        self.longest_us = self
+            .longest_us
+            .max(o.gc.iter().map(|g| g.max_pause_us).max().unwrap_or(0));
     }
 
     fn line(&self) -> Option<String> {
@@ -148,7 +150,12 @@ impl GcSummary {
             let mut v = v.to_vec();
             v.sort_unstable();
             let with = v.iter().filter(|x| **x > 0).count();
-            format!("{with} runs with any, per run min {} median {} max {}", v[0], v[v.len() / 2], v[v.len() - 1])
+            format!(
+                "{with} runs with any, per run min {} median {} max {}",
+                v[0],
+                v[v.len() / 2],
+                v[v.len() - 1]
+            )
         };
         Some(format!(
             "gc: pauses {}; hand-offs {}; {} coordinated collections; longest pause {:.1} ms",
@@ -167,7 +174,11 @@ fn main() -> Result<()> {
     }
     let gc = args.gc.as_deref().map(|model| {
         let tight = GcMode::tight(model, args.blade);
-        GcMode { memory_ratio: args.memory_ratio.unwrap_or(tight.memory_ratio), dataset_mib: args.dataset_mib.unwrap_or(tight.dataset_mib), ..tight }
+        GcMode {
+            memory_ratio: args.memory_ratio.unwrap_or(tight.memory_ratio),
+            dataset_mib: args.dataset_mib.unwrap_or(tight.dataset_mib),
+            ..tight
+        }
     });
     if let Some(g) = &gc {
         if !(g.memory_ratio > 1.0 && g.memory_ratio <= 64.0) || g.dataset_mib == 0 {
@@ -184,15 +195,30 @@ fn main() -> Result<()> {
         ..Options::default()
     };
     match args.cmd {
-        Cmd::Run { seed, log, trace_dir } => {
+        Cmd::Run {
+            seed,
+            log,
+            trace_dir,
+        } => {
             if log {
-                let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-                tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).init();
+                let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into());
+                tracing_subscriber::fmt()
+                    .with_env_filter(filter)
+                    .with_writer(std::io::stderr)
+                    .with_ansi(false)
+                    .init();
             }
             if let Some(d) = &trace_dir {
                 std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             }
-            let o = run(seed, &Options { trace_dir: trace_dir.clone(), ..opts })?;
+            let o = run(
+                seed,
+                &Options {
+                    trace_dir: trace_dir.clone(),
+                    ..opts
+                },
+            )?;
             if let Some(d) = &trace_dir {
                 stutter_dsim_madsim::node_traces::join(d, args.replicas)?;
             }

@@ -215,6 +215,8 @@ fn teeth_drop_on_reconnect_is_caught() {
 #[test]
 fn teeth_lost_redirect_route_is_caught() {
     let opts = Options::default();
-    let caught = (0..20).find(|seed| run(*seed, &opts).is_ok_and(|o| o.violations.iter().any(|v| v.starts_with("liveness:"))));
+    let caught = (0..20).find(|seed| {
+        run(*seed, &opts).is_ok_and(|o| o.violations.iter().any(|v| v.starts_with("liveness:")))
+    });
     assert!(caught.is_some(), "lost-redirect-route survived 20 seeds");
 }

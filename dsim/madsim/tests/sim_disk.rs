@@ -16,7 +16,12 @@ fn dir(name: &str) -> &Path {
 #[test]
 fn a_crash_keeps_synced_bytes_and_loses_the_rest() {
     let d = dir("/disk-test/bytes");
-    let f = fs::OpenOptions::new().create(true).write(true).read(true).open(d.join("a")).unwrap();
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .read(true)
+        .open(d.join("a"))
+        .unwrap();
     f.write_all_at(b"durable", 0).unwrap();
     f.sync_data().unwrap();
     fs::sync_dir(d).unwrap();
@@ -36,7 +41,10 @@ fn a_name_is_durable_only_once_its_directory_is_synced() {
     f.sync_all().unwrap();
     drop(f);
     fs::crash(d);
-    assert!(fs::metadata(d.join("new")).is_err(), "a creation not synced into its directory survived");
+    assert!(
+        fs::metadata(d.join("new")).is_err(),
+        "a creation not synced into its directory survived"
+    );
 
     let mut f = fs::File::create(d.join("tmp")).unwrap();
     f.write_all(b"snapshot").unwrap();
@@ -44,15 +52,25 @@ fn a_name_is_durable_only_once_its_directory_is_synced() {
     fs::sync_dir(d).unwrap();
     fs::rename(d.join("tmp"), d.join("snap")).unwrap();
     fs::crash(d);
-    assert!(fs::metadata(d.join("snap")).is_err(), "an unsynced rename survived");
+    assert!(
+        fs::metadata(d.join("snap")).is_err(),
+        "an unsynced rename survived"
+    );
     assert_eq!(fs::read(d.join("tmp")).unwrap(), b"snapshot");
 
     fs::rename(d.join("tmp"), d.join("snap")).unwrap();
     fs::sync_dir(d).unwrap();
     fs::remove_file(d.join("snap")).unwrap();
     fs::crash(d);
-    assert_eq!(fs::read(d.join("snap")).unwrap(), b"snapshot", "an unsynced removal held");
-    let names: Vec<_> = fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(
+        fs::read(d.join("snap")).unwrap(),
+        b"snapshot",
+        "an unsynced removal held"
+    );
+    let names: Vec<_> = fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, vec![std::ffi::OsString::from("snap")]);
     fs::forget(d);
 }

@@ -32,7 +32,10 @@ pub fn all(h: &History, finals: &Finals) -> Vec<String> {
     }
     for (key, ops) in &keys {
         if !linearizable(ops) {
-            v.push(format!("key {key}: the history is not linearizable ({} operations)", ops.len()));
+            v.push(format!(
+                "key {key}: the history is not linearizable ({} operations)",
+                ops.len()
+            ));
         }
         lost_writes(*key, ops, &mut v);
     }
@@ -59,9 +62,27 @@ fn entries(ops: &[&Op]) -> Vec<Entry> {
             let (invoke, done) = (o.invoke.as_nanos(), o.complete.as_nanos());
             match (o.kind, o.outcome) {
                 (_, Outcome::Failed) | (Kind::Get, Outcome::Unknown) => None,
-                (Kind::Put(x), Outcome::Ok(_)) => Some(Entry { invoke, complete: done, put: Some(x), read: None, required: true }),
-                (Kind::Put(x), Outcome::Unknown) => Some(Entry { invoke, complete: u128::MAX, put: Some(x), read: None, required: false }),
-                (Kind::Get, Outcome::Ok(r)) => Some(Entry { invoke, complete: done, put: None, read: r, required: true }),
+                (Kind::Put(x), Outcome::Ok(_)) => Some(Entry {
+                    invoke,
+                    complete: done,
+                    put: Some(x),
+                    read: None,
+                    required: true,
+                }),
+                (Kind::Put(x), Outcome::Unknown) => Some(Entry {
+                    invoke,
+                    complete: u128::MAX,
+                    put: Some(x),
+                    read: None,
+                    required: false,
+                }),
+                (Kind::Get, Outcome::Ok(r)) => Some(Entry {
+                    invoke,
+                    complete: done,
+                    put: None,
+                    read: r,
+                    required: true,
+                }),
             }
         })
         .collect();
@@ -72,7 +93,11 @@ fn entries(ops: &[&Op]) -> Vec<Entry> {
     // the states the search may visit when it must backtrack: a run that
     // leaves many requests unanswered (a lost reply route) made the search
     // run for minutes.
-    let read: BTreeSet<u64> = es.iter().filter(|e| e.put.is_none()).filter_map(|e| e.read).collect();
+    let read: BTreeSet<u64> = es
+        .iter()
+        .filter(|e| e.put.is_none())
+        .filter_map(|e| e.read)
+        .collect();
     es.retain(|e| e.required || e.put.is_some_and(|x| read.contains(&x)));
     es.sort_by_key(|e| (e.invoke, e.complete));
     es
@@ -86,7 +111,12 @@ pub fn linearizable(ops: &[&Op]) -> bool {
     search(&es, &mut vec![0u64; words], None, &mut seen)
 }
 
-fn search(es: &[Entry], done: &mut Vec<u64>, value: Option<u64>, seen: &mut BTreeSet<(Vec<u64>, Option<u64>)>) -> bool {
+fn search(
+    es: &[Entry],
+    done: &mut Vec<u64>,
+    value: Option<u64>,
+    seen: &mut BTreeSet<(Vec<u64>, Option<u64>)>,
+) -> bool {
     let is_done = |d: &Vec<u64>, i: usize| d[i / 64] >> (i % 64) & 1 == 1;
     if (0..es.len()).all(|i| is_done(done, i) || !es[i].required) {
         return true;
@@ -96,7 +126,11 @@ fn search(es: &[Entry], done: &mut Vec<u64>, value: Option<u64>, seen: &mut BTre
     }
     // Only an operation invoked before every pending one completed can go
     // next.
-    let horizon = (0..es.len()).filter(|i| !is_done(done, *i)).map(|i| es[i].complete).min().unwrap_or(u128::MAX);
+    let horizon = (0..es.len())
+        .filter(|i| !is_done(done, *i))
+        .map(|i| es[i].complete)
+        .min()
+        .unwrap_or(u128::MAX);
     for i in 0..es.len() {
         if is_done(done, i) || es[i].invoke > horizon {
             continue;
@@ -118,16 +152,30 @@ fn search(es: &[Entry], done: &mut Vec<u64>, value: Option<u64>, seen: &mut BTre
 
 fn lost_writes(key: u64, ops: &[&Op], v: &mut Vec<String>) {
     // The final reads come last in the history.
-    let Some(last) = ops.iter().rev().find(|o| o.client == usize::MAX && o.acknowledged()) else { return };
-    let Outcome::Ok(read) = last.outcome else { return };
+    let Some(last) = ops
+        .iter()
+        .rev()
+        .find(|o| o.client == usize::MAX && o.acknowledged())
+    else {
+        return;
+    };
+    let Outcome::Ok(read) = last.outcome else {
+        return;
+    };
     let writer = read.and_then(|x| ops.iter().find(|o| o.kind == Kind::Put(x)));
-    for p in ops.iter().filter(|o| o.acknowledged() && matches!(o.kind, Kind::Put(_))) {
+    for p in ops
+        .iter()
+        .filter(|o| o.acknowledged() && matches!(o.kind, Kind::Put(_)))
+    {
         let undone = match writer {
             Some(w) => w.complete < p.invoke && w.outcome != Outcome::Unknown,
             None => read.is_none(),
         };
         if undone {
-            v.push(format!("key {key}: acknowledged {:?} (at {:?}) lost: the final read returned {read:?}", p.kind, p.complete));
+            v.push(format!(
+                "key {key}: acknowledged {:?} (at {:?}) lost: the final read returned {read:?}",
+                p.kind, p.complete
+            ));
         }
     }
 }
@@ -139,11 +187,16 @@ fn digests(finals: &Finals, v: &mut Vec<String>) {
     }
     for (le, ds) in by_slot {
         if ds.len() > 1 {
-            v.push(format!("replicas executed to slot {le} disagree: digests {ds:?}"));
+            v.push(format!(
+                "replicas executed to slot {le} disagree: digests {ds:?}"
+            ));
         }
     }
     if !finals.converged {
-        v.push(format!("replicas did not converge within 60 s of healing: {:?}", finals.detail));
+        v.push(format!(
+            "replicas did not converge within 60 s of healing: {:?}",
+            finals.detail
+        ));
     }
 }
 
@@ -179,7 +232,11 @@ pub fn election_timeout() -> std::time::Duration {
 /// bugs (a client times out and retries), so only this judge sees them.
 /// Operations that ended (even as `Unknown`) before waiting `bound` are not
 /// judged: the client gave up before the judge could.
-pub fn liveness(h: &History, healed: std::time::Duration, bound: std::time::Duration) -> Vec<String> {
+pub fn liveness(
+    h: &History,
+    healed: std::time::Duration,
+    bound: std::time::Duration,
+) -> Vec<String> {
     let late: Vec<(usize, &Op, std::time::Duration)> = h
         .ops
         .iter()
@@ -188,10 +245,20 @@ pub fn liveness(h: &History, healed: std::time::Duration, bound: std::time::Dura
         .map(|(i, op)| (i, op, op.complete.saturating_sub(op.invoke.max(healed))))
         .filter(|(_, _, waited)| *waited > bound)
         .collect();
-    let Some((i, op, waited)) = late.first() else { return Vec::new() };
+    let Some((i, op, waited)) = late.first() else {
+        return Vec::new();
+    };
     // One violation per run: the first late operation, and how many more.
-    let who = if op.client == usize::MAX { "the final reader".to_string() } else { format!("client c{}", op.client) };
-    let what = if op.outcome == Outcome::Unknown { "never answered" } else { "answered late" };
+    let who = if op.client == usize::MAX {
+        "the final reader".to_string()
+    } else {
+        format!("client c{}", op.client)
+    };
+    let what = if op.outcome == Outcome::Unknown {
+        "never answered"
+    } else {
+        "answered late"
+    };
     vec![format!(
         "liveness: {who} op #{i} ({:?} key {}) invoked at {} ms, healed at {} ms: {what} after waiting {} ms > bound {} ms ({} operations in all waited past the bound)",
         op.kind,
@@ -207,7 +274,12 @@ pub fn liveness(h: &History, healed: std::time::Duration, bound: std::time::Dura
 /// The longest wait of any operation after `healed` (for measuring the
 /// correct node against the bound).
 pub fn longest_wait_after(h: &History, healed: std::time::Duration) -> std::time::Duration {
-    h.ops.iter().filter(|o| o.complete > healed).map(|o| o.complete.saturating_sub(o.invoke.max(healed))).max().unwrap_or_default()
+    h.ops
+        .iter()
+        .filter(|o| o.complete > healed)
+        .map(|o| o.complete.saturating_sub(o.invoke.max(healed)))
+        .max()
+        .unwrap_or_default()
 }
 
 /// FNV-1a over the run's observations, in order.
@@ -235,7 +307,14 @@ mod tests {
     use std::time::Duration;
 
     fn op(key: u64, kind: Kind, invoke: u64, complete: u64, outcome: Outcome) -> Op {
-        Op { client: 0, key, kind, invoke: Duration::from_millis(invoke), complete: Duration::from_millis(complete), outcome }
+        Op {
+            client: 0,
+            key,
+            kind,
+            invoke: Duration::from_millis(invoke),
+            complete: Duration::from_millis(complete),
+            outcome,
+        }
     }
 
     #[test]
@@ -282,7 +361,9 @@ mod tests {
     /// puts whose value nobody read are now left out, so this ends at once.
     #[test]
     fn unanswered_puts_nobody_read_do_not_slow_the_search() {
-        let mut h: Vec<Op> = (0..60).map(|i| op(0, Kind::Put(100 + i), i, i + 1, Outcome::Unknown)).collect();
+        let mut h: Vec<Op> = (0..60)
+            .map(|i| op(0, Kind::Put(100 + i), i, i + 1, Outcome::Unknown))
+            .collect();
         h.push(op(0, Kind::Put(1), 0, 200, Outcome::Ok(None)));
         h.push(op(0, Kind::Get, 300, 310, Outcome::Ok(Some(1))));
         assert!(linearizable(&h.iter().collect::<Vec<_>>()));
@@ -299,7 +380,11 @@ mod tests {
     fn a_final_read_of_an_older_value_names_the_lost_write() {
         let mut last = op(0, Kind::Get, 100, 110, Outcome::Ok(Some(1)));
         last.client = usize::MAX;
-        let h = [op(0, Kind::Put(1), 0, 10, Outcome::Ok(None)), op(0, Kind::Put(2), 20, 30, Outcome::Ok(None)), last];
+        let h = [
+            op(0, Kind::Put(1), 0, 10, Outcome::Ok(None)),
+            op(0, Kind::Put(2), 20, 30, Outcome::Ok(None)),
+            last,
+        ];
         let mut v = Vec::new();
         lost_writes(0, &h.iter().collect::<Vec<_>>(), &mut v);
         assert_eq!(v.len(), 1, "{v:?}");
@@ -316,23 +401,51 @@ mod tests {
         let bound = Duration::from_millis(3_000);
         let h = |ops: Vec<Op>| History { ops };
         // Before the heal, however long: not judged.
-        assert!(liveness(&h(vec![op(0, Kind::Get, 0, 900, Outcome::Unknown)]), healed, bound).is_empty());
+        assert!(liveness(
+            &h(vec![op(0, Kind::Get, 0, 900, Outcome::Unknown)]),
+            healed,
+            bound
+        )
+        .is_empty());
         // Straddling: 3.5 s in all, 2.5 s after the heal: within the bound.
-        assert!(liveness(&h(vec![op(0, Kind::Get, 0, 3_500, Outcome::Ok(None))]), healed, bound).is_empty());
+        assert!(liveness(
+            &h(vec![op(0, Kind::Get, 0, 3_500, Outcome::Ok(None))]),
+            healed,
+            bound
+        )
+        .is_empty());
         // After the heal, answered after 3.1 s: late.
-        let v = liveness(&h(vec![op(0, Kind::Put(1), 2_000, 5_100, Outcome::Ok(None))]), healed, bound);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].contains("answered late") && v[0].contains("3100 ms"), "{v:?}");
-        // Never answered (the client's deadline): named as such, one
-        // violation for the run with the count of late operations.
         let v = liveness(
-            &h(vec![op(0, Kind::Get, 2_000, 7_000, Outcome::Unknown), op(1, Kind::Get, 2_000, 7_000, Outcome::Unknown)]),
+            &h(vec![op(0, Kind::Put(1), 2_000, 5_100, Outcome::Ok(None))]),
             healed,
             bound,
         );
         assert_eq!(v.len(), 1, "{v:?}");
-        assert!(v[0].contains("never answered") && v[0].contains("2 operations"), "{v:?}");
+        assert!(
+            v[0].contains("answered late") && v[0].contains("3100 ms"),
+            "{v:?}"
+        );
+        // Never answered (the client's deadline): named as such, one
+        // violation for the run with the count of late operations.
+        let v = liveness(
+            &h(vec![
+                op(0, Kind::Get, 2_000, 7_000, Outcome::Unknown),
+                op(1, Kind::Get, 2_000, 7_000, Outcome::Unknown),
+            ]),
+            healed,
+            bound,
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].contains("never answered") && v[0].contains("2 operations"),
+            "{v:?}"
+        );
         // A client that gave up before the bound is not judged.
-        assert!(liveness(&h(vec![op(0, Kind::Get, 2_000, 4_000, Outcome::Unknown)]), healed, bound).is_empty());
+        assert!(liveness(
+            &h(vec![op(0, Kind::Get, 2_000, 4_000, Outcome::Unknown)]),
+            healed,
+            bound
+        )
+        .is_empty());
     }
 }

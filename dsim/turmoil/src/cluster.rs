@@ -58,7 +58,13 @@ pub type Refused = Rc<RefCell<Vec<bool>>>;
 /// data files flipped for good (bit rot while it was down).
 /// `trace_dir`: each replica writes its trace there
 /// ([`crate::node_traces`]).
-pub fn register(sim: &mut Sim<'_>, seed: u64, damage: f64, refused: Refused, trace_dir: Option<&std::path::Path>) -> ClusterConfig {
+pub fn register(
+    sim: &mut Sim<'_>,
+    seed: u64,
+    damage: f64,
+    refused: Refused,
+    trace_dir: Option<&std::path::Path>,
+) -> ClusterConfig {
     let replicas = refused.borrow().len();
     let mut toml = String::new();
     for i in 0..replicas {
@@ -132,28 +138,41 @@ pub fn register(sim: &mut Sim<'_>, seed: u64, damage: f64, refused: Refused, tra
 fn rot_one_byte(rng: &mut Xoshiro256PlusPlus, i: usize) {
     use std::os::unix::fs::FileExt;
     use turmoil::fs::shim::std::fs;
-    let Ok(entries) = fs::read_dir(DATA_DIR) else { return };
+    let Ok(entries) = fs::read_dir(DATA_DIR) else {
+        return;
+    };
     let mut files: Vec<_> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n == "snapshot.bin" || n.ends_with(".log")))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n == "snapshot.bin" || n.ends_with(".log"))
+        })
         .collect();
     files.sort();
     if files.is_empty() {
         return;
     }
     let path = &files[(rng.next_u64() % files.len() as u64) as usize];
-    let Ok(len) = fs::metadata(path).map(|m| m.len()) else { return };
+    let Ok(len) = fs::metadata(path).map(|m| m.len()) else {
+        return;
+    };
     if len == 0 {
         return;
     }
     let off = rng.next_u64() % len;
     let flip = (rng.next_u64() % 255) as u8 + 1;
-    let Ok(f) = fs::OpenOptions::new().read(true).write(true).open(path) else { return };
+    let Ok(f) = fs::OpenOptions::new().read(true).write(true).open(path) else {
+        return;
+    };
     let mut b = [0u8; 1];
     // A read corrupted by the simulation only changes which wrong byte is
     // written (and, one time in 255, writes the right one back).
-    if f.read_at(&mut b, off).is_ok() && f.write_at(&[b[0] ^ flip], off).is_ok() && f.sync_all().is_ok() {
+    if f.read_at(&mut b, off).is_ok()
+        && f.write_at(&[b[0] ^ flip], off).is_ok()
+        && f.sync_all().is_ok()
+    {
         tracing::warn!(target: "dsim", replica = i, file = %path.display(), offset = off, "disk damage: one byte flipped for good");
     }
 }

@@ -64,7 +64,12 @@ fn ms(v: u64) -> Duration {
 
 impl Plan {
     pub fn none() -> Plan {
-        Plan { events: Vec::new(), torn_writes: false, io_error_probability: 0.0, max_latency_ms: 5 }
+        Plan {
+            events: Vec::new(),
+            torn_writes: false,
+            io_error_probability: 0.0,
+            max_latency_ms: 5,
+        }
     }
 
     /// Draws a plan: 2-8 faults in the first 5 s, each lasting 50 ms to
@@ -91,7 +96,12 @@ impl Plan {
         let torn_writes = below(rng, 4) != 0;
         let io_error_probability = if below(rng, 4) == 0 { 0.0002 } else { 0.0 };
         let max_latency_ms = 2 + below(rng, 4);
-        Plan { events, torn_writes, io_error_probability, max_latency_ms }
+        Plan {
+            events,
+            torn_writes,
+            io_error_probability,
+            max_latency_ms,
+        }
     }
 }
 
@@ -124,7 +134,15 @@ impl Driver {
         let mut pending = plan.events.clone();
         pending.reverse();
         let n = refused.borrow().len();
-        Driver { pending, undo: Vec::new(), down: vec![false; n], refused, reported: vec![false; n], applied: Vec::new(), last_change: Duration::ZERO }
+        Driver {
+            pending,
+            undo: Vec::new(),
+            down: vec![false; n],
+            refused,
+            reported: vec![false; n],
+            applied: Vec::new(),
+            last_change: Duration::ZERO,
+        }
     }
 
     fn refused(&self, i: usize) -> bool {
@@ -180,7 +198,9 @@ impl Driver {
                 }
             }
         }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.undo).into_iter().partition(|(t, _)| *t <= now || !inject);
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.undo)
+            .into_iter()
+            .partition(|(t, _)| *t <= now || !inject);
         self.undo = later;
         for (_, u) in due {
             self.undo_one(sim, now, u);

@@ -59,7 +59,17 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { replicas: cluster::DEFAULT_REPLICAS, clients: 4, text_clients: 0, ops: 150, keys: 5, faults: true, corruption: 0.0, damage: 0.0, trace_dir: None }
+        Options {
+            replicas: cluster::DEFAULT_REPLICAS,
+            clients: 4,
+            text_clients: 0,
+            ops: 150,
+            keys: 5,
+            faults: true,
+            corruption: 0.0,
+            damage: 0.0,
+            trace_dir: None,
+        }
     }
 }
 
@@ -101,21 +111,40 @@ impl Outcome {
 pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
     // One run at a time per process, starting from aligned task ids
     // (`task_ids`); a run that panicked leaves nothing behind to protect.
-    let _one_at_a_time = task_ids::RUN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _one_at_a_time = task_ids::RUN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     task_ids::align()?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let replicas = opts.replicas.max(2);
-    let plan = if opts.faults { faults::Plan::draw(&mut rng, replicas) } else { faults::Plan::none() };
+    let plan = if opts.faults {
+        faults::Plan::draw(&mut rng, replicas)
+    } else {
+        faults::Plan::none()
+    };
     let mut sim = cluster::build(rng.next_u64(), &plan, opts.corruption);
     let refused: cluster::Refused = Rc::new(RefCell::new(vec![false; replicas]));
-    let cfg = cluster::register(&mut sim, seed, opts.damage, refused.clone(), opts.trace_dir.as_deref());
+    let cfg = cluster::register(
+        &mut sim,
+        seed,
+        opts.damage,
+        refused.clone(),
+        opts.trace_dir.as_deref(),
+    );
     let history: Rc<RefCell<History>> = Rc::default();
     let finals: Rc<RefCell<Finals>> = Rc::default();
     let mut driver = faults::Driver::new(&plan, refused.clone());
     workload::start(&mut sim, &cfg, opts, rng.next_u64(), history.clone());
     until_clients_done(&mut sim, &mut driver, true)?;
     driver.heal(&mut sim);
-    workload::finish(&mut sim, &cfg, opts, history.clone(), finals.clone(), refused.clone());
+    workload::finish(
+        &mut sim,
+        &cfg,
+        opts,
+        history.clone(),
+        finals.clone(),
+        refused.clone(),
+    );
     until_clients_done(&mut sim, &mut driver, false)?;
     let h = history.borrow();
     let f = finals.borrow();
@@ -145,9 +174,15 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
 
 /// Steps the simulation until every client host has finished, applying
 /// faults (`inject`) or only restarting stopped replicas.
-fn until_clients_done(sim: &mut turmoil::Sim<'_>, driver: &mut faults::Driver, inject: bool) -> anyhow::Result<()> {
+fn until_clients_done(
+    sim: &mut turmoil::Sim<'_>,
+    driver: &mut faults::Driver,
+    inject: bool,
+) -> anyhow::Result<()> {
     loop {
-        let done = sim.step().map_err(|e| anyhow::anyhow!("simulation failed at {:?}: {e}", sim.elapsed()))?;
+        let done = sim
+            .step()
+            .map_err(|e| anyhow::anyhow!("simulation failed at {:?}: {e}", sim.elapsed()))?;
         driver.tick(sim, inject);
         if done {
             return Ok(());

@@ -72,17 +72,41 @@ fn main() -> Result<()> {
     if !(2..=9).contains(&args.replicas) {
         anyhow::bail!("--replicas {} must be from 2 to 9", args.replicas);
     }
-    let opts = Options { replicas: args.replicas, text_clients: args.text_clients, ops: args.ops, faults: !args.no_faults, corruption: args.corruption, damage: args.damage, ..Options::default() };
+    let opts = Options {
+        replicas: args.replicas,
+        text_clients: args.text_clients,
+        ops: args.ops,
+        faults: !args.no_faults,
+        corruption: args.corruption,
+        damage: args.damage,
+        ..Options::default()
+    };
     match args.cmd {
-        Cmd::Run { seed, log, trace_dir } => {
+        Cmd::Run {
+            seed,
+            log,
+            trace_dir,
+        } => {
             if log {
-                let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-                tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).without_time().init();
+                let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into());
+                tracing_subscriber::fmt()
+                    .with_env_filter(filter)
+                    .with_writer(std::io::stderr)
+                    .with_ansi(false)
+                    .without_time()
+                    .init();
             }
             if let Some(d) = &trace_dir {
                 std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             }
-            let o = run(seed, &Options { trace_dir: trace_dir.clone(), ..opts })?;
+            let o = run(
+                seed,
+                &Options {
+                    trace_dir: trace_dir.clone(),
+                    ..opts
+                },
+            )?;
             if let Some(d) = &trace_dir {
                 stutter_dsim_turmoil::node_traces::join(d, args.replicas)?;
             }
@@ -98,9 +122,21 @@ fn main() -> Result<()> {
                 o.hash,
                 o.violations.len()
             );
-            println!("healed at {} ms; longest wait after it {} ms", o.healed.as_millis(), o.longest_wait_after_heal.as_millis());
+            println!(
+                "healed at {} ms; longest wait after it {} ms",
+                o.healed.as_millis(),
+                o.longest_wait_after_heal.as_millis()
+            );
             if !o.refused.is_empty() {
-                println!("refused: damaged state {:?}{}", o.refused, if o.unavailable() { "; unavailable (damaged majority)" } else { "" });
+                println!(
+                    "refused: damaged state {:?}{}",
+                    o.refused,
+                    if o.unavailable() {
+                        "; unavailable (damaged majority)"
+                    } else {
+                        ""
+                    }
+                );
             }
             for v in &o.violations {
                 println!("VIOLATION {v}");
@@ -120,10 +156,17 @@ fn main() -> Result<()> {
                 // A panic (a replica's or the harness's) fails the seed, not
                 // the swarm.
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(seed, &opts)))
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked (run the seed alone for the message)")));
+                    .unwrap_or_else(|_| {
+                        Err(anyhow::anyhow!(
+                            "panicked (run the seed alone for the message)"
+                        ))
+                    });
                 if let Ok(o) = &r {
                     if o.unavailable() {
-                        println!("seed {seed} unavailable (damaged majority): {:?} refused", o.refused);
+                        println!(
+                            "seed {seed} unavailable (damaged majority): {:?} refused",
+                            o.refused
+                        );
                         unavailable.push(seed);
                     } else if !o.refused.is_empty() {
                         println!("seed {seed} refused: damaged state {:?}", o.refused);

@@ -29,8 +29,16 @@ pub struct TextClient {
 
 impl TextClient {
     pub fn new(addrs: Vec<String>, first: usize) -> TextClient {
-        let target = if addrs.is_empty() { 0 } else { first % addrs.len() };
-        TextClient { addrs, target, conn: None }
+        let target = if addrs.is_empty() {
+            0
+        } else {
+            first % addrs.len()
+        };
+        TextClient {
+            addrs,
+            target,
+            conn: None,
+        }
     }
 
     fn next_target(&mut self) {
@@ -46,7 +54,9 @@ impl TextClient {
         };
         for _ in 0..MAX_TRIES {
             if self.conn.is_none() {
-                let Some(addr) = self.addrs.get(self.target) else { return Outcome::Failed };
+                let Some(addr) = self.addrs.get(self.target) else {
+                    return Outcome::Failed;
+                };
                 match tokio::time::timeout(ATTEMPT, TcpStream::connect(addr.as_str())).await {
                     Ok(Ok(s)) => {
                         let (r, w) = s.into_split();
@@ -59,7 +69,9 @@ impl TextClient {
                     }
                 }
             }
-            let Some((r, w)) = self.conn.as_mut() else { continue };
+            let Some((r, w)) = self.conn.as_mut() else {
+                continue;
+            };
             if w.write_all(line.as_bytes()).await.is_err() {
                 // The request may have left before the error: unknown.
                 self.conn = None;
@@ -103,7 +115,9 @@ impl TextClient {
                 Kind::Put(_) if reply == "ok" => Outcome::Ok(None),
                 Kind::Put(_) => Outcome::Unknown,
                 Kind::Get if reply.is_empty() => Outcome::Ok(None),
-                Kind::Get => reply.parse().map_or(Outcome::Unknown, |v| Outcome::Ok(Some(v))),
+                Kind::Get => reply
+                    .parse()
+                    .map_or(Outcome::Unknown, |v| Outcome::Ok(Some(v))),
             };
         }
         // Redirected or refused every time: nothing was proposed.

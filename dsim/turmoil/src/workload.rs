@@ -35,40 +35,79 @@ fn key_bytes(k: u64) -> bytes::Bytes {
 /// Runs one operation through the client and records it.
 async fn call(client: &mut Client, who: usize, key: u64, kind: Kind, history: &RefCell<History>) {
     let op = match kind {
-        Kind::Put(v) => CoreOp::Put { key: key_bytes(key), value: bytes::Bytes::from(v.to_string()) },
-        Kind::Get => CoreOp::Get { key: key_bytes(key) },
+        Kind::Put(v) => CoreOp::Put {
+            key: key_bytes(key),
+            value: bytes::Bytes::from(v.to_string()),
+        },
+        Kind::Get => CoreOp::Get {
+            key: key_bytes(key),
+        },
     };
     let invoke = now();
     let outcome = match client.call(op).await {
         Ok(Reply::Done) => Outcome::Ok(None),
-        Ok(Reply::Value(v)) => Outcome::Ok(v.and_then(|b| std::str::from_utf8(&b).ok()?.parse().ok())),
-        Ok(_) | Err(ClientError::Timeout) | Err(ClientError::Protocol(_)) | Err(ClientError::SessionExpired) => Outcome::Unknown,
+        Ok(Reply::Value(v)) => {
+            Outcome::Ok(v.and_then(|b| std::str::from_utf8(&b).ok()?.parse().ok()))
+        }
+        Ok(_)
+        | Err(ClientError::Timeout)
+        | Err(ClientError::Protocol(_))
+        | Err(ClientError::SessionExpired) => Outcome::Unknown,
         Err(ClientError::Rejected(_)) => Outcome::Failed,
     };
-    history.borrow_mut().ops.push(Op { client: who, key, kind, invoke, complete: now(), outcome });
+    history.borrow_mut().ops.push(Op {
+        client: who,
+        key,
+        kind,
+        invoke,
+        complete: now(),
+        outcome,
+    });
 }
 
 /// Registers the workload's client hosts `c0..`.
-pub fn start(sim: &mut Sim<'_>, cfg: &ClusterConfig, opts: &Options, seed: u64, history: Rc<RefCell<History>>) {
+pub fn start(
+    sim: &mut Sim<'_>,
+    cfg: &ClusterConfig,
+    opts: &Options,
+    seed: u64,
+    history: Rc<RefCell<History>>,
+) {
     for c in 0..opts.clients {
         let addrs = cfg.client_addrs();
         let history = history.clone();
         let opts = opts.clone();
         sim.client(format!("c{c}"), async move {
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ (c as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f));
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+                seed ^ (c as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f),
+            );
             let text = c < opts.text_clients;
-            let mut framed = (!text).then(|| Client::new(addrs.clone(), c as u64 + 1).with_timeouts(Duration::from_millis(500), Duration::from_secs(5)));
+            let mut framed = (!text).then(|| {
+                Client::new(addrs.clone(), c as u64 + 1)
+                    .with_timeouts(Duration::from_millis(500), Duration::from_secs(5))
+            });
             let mut text = text.then(|| TextClient::new(addrs, c));
             for i in 0..opts.ops {
                 let key = rng.next_u64() % opts.keys.max(1);
-                let kind = if rng.next_u64() % 2 == 0 { Kind::Put((c as u64 + 1) * 1_000_000 + i as u64 + 1) } else { Kind::Get };
+                let kind = if rng.next_u64() % 2 == 0 {
+                    Kind::Put((c as u64 + 1) * 1_000_000 + i as u64 + 1)
+                } else {
+                    Kind::Get
+                };
                 if let Some(client) = framed.as_mut() {
                     call(client, c, key, kind, &history).await;
                 } else if let Some(client) = text.as_mut() {
                     let invoke = now();
                     let name = String::from_utf8_lossy(&key_bytes(key)).into_owned();
                     let outcome = client.call(&name, kind).await;
-                    history.borrow_mut().ops.push(Op { client: c, key, kind, invoke, complete: now(), outcome });
+                    history.borrow_mut().ops.push(Op {
+                        client: c,
+                        key,
+                        kind,
+                        invoke,
+                        complete: now(),
+                        outcome,
+                    });
                 }
                 tokio::time::sleep(Duration::from_millis(rng.next_u64() % 50)).await;
             }
@@ -100,15 +139,27 @@ pub fn finish(
                 detail.push(match &s {
                     Some(s) => format!(
                         "r{} {:?} leader {:?} ballot {} executed {} global {} last {}",
-                        s.id, s.role, s.leader, s.ballot.0, s.last_executed.0, s.global_last_executed.0, s.last_index.0
+                        s.id,
+                        s.role,
+                        s.leader,
+                        s.ballot.0,
+                        s.last_executed.0,
+                        s.global_last_executed.0,
+                        s.last_index.0
                     ),
                     None => "no answer".to_string(),
                 });
                 seen.push(s.map(|s| (s.last_executed.0, s.digest)));
             }
-            let out: Vec<usize> = (0..seen.len()).filter(|i| refused.borrow().get(*i).copied().unwrap_or(false)).collect();
-            let running: Vec<Option<(u64, u64)>> =
-                seen.iter().enumerate().filter(|(i, _)| !out.contains(i)).map(|(_, s)| *s).collect();
+            let out: Vec<usize> = (0..seen.len())
+                .filter(|i| refused.borrow().get(*i).copied().unwrap_or(false))
+                .collect();
+            let running: Vec<Option<(u64, u64)>> = seen
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !out.contains(i))
+                .map(|(_, s)| *s)
+                .collect();
             // A majority refused (every replica, or 3 of 5): the others
             // have no quorum, cannot catch up, and nothing is required of
             // them but safety (their digests are still compared). Found
@@ -117,16 +168,24 @@ pub fn finish(
             let converged = no_quorum
                 || match running.first() {
                     None => true,
-                    Some(first) => first.is_some_and(|(le, _)| running.iter().all(|s| s.is_some_and(|(l, _)| l == le))),
+                    Some(first) => first.is_some_and(|(le, _)| {
+                        running.iter().all(|s| s.is_some_and(|(l, _)| l == le))
+                    }),
                 };
             let stop = converged || now() > give_up;
-            *finals.borrow_mut() = Finals { status: seen, converged, refused: out, detail };
+            *finals.borrow_mut() = Finals {
+                status: seen,
+                converged,
+                refused: out,
+                detail,
+            };
             if stop {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        let mut client = Client::new(addrs, FINAL_CLIENT).with_timeouts(Duration::from_millis(500), Duration::from_secs(10));
+        let mut client = Client::new(addrs, FINAL_CLIENT)
+            .with_timeouts(Duration::from_millis(500), Duration::from_secs(10));
         for key in 0..keys {
             call(&mut client, usize::MAX, key, Kind::Get, &history).await;
         }

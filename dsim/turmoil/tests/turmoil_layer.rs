@@ -39,21 +39,30 @@ correct_node_only! {
 /// Not run with the two liveness bugs: their runs are long (every stalled
 /// call waits out the client's 5 s deadline), and the test command builds
 /// them only for their teeth.
-#[cfg(not(any(feature = "node-bug-drop-on-reconnect", feature = "node-bug-lost-redirect-route")))]
+#[cfg(not(any(
+    feature = "node-bug-drop-on-reconnect",
+    feature = "node-bug-lost-redirect-route"
+)))]
 #[test]
 fn the_same_seed_gives_the_same_run() {
     let opts = Options::default();
     // Tasks spawned between two runs move tokio's process-wide task ids
     // (which once made seed 11 differ, lib.rs `task_ids`); the harness
     // aligns them, so the runs stay the same.
-    let stray = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let stray = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     for seed in [3, 11] {
         let a = run(seed, &opts).unwrap();
         for _ in 0..seed % 4 {
             stray.block_on(async { tokio::spawn(async {}).await.unwrap() });
         }
         let b = run(seed, &opts).unwrap();
-        assert_eq!(a.hash, b.hash, "seed {seed}: {:?} vs {:?}", a.faults, b.faults);
+        assert_eq!(
+            a.hash, b.hash,
+            "seed {seed}: {:?} vs {:?}",
+            a.faults, b.faults
+        );
         assert_eq!(a.violations, b.violations);
     }
     // And different seeds differ (the hash sees the run).
@@ -201,7 +210,15 @@ correct_node_only! {
 fn teeth_accept_torn_tail_is_caught() {
     let caught = (0..160).find(|seed| {
         let status = std::process::Command::new("prlimit")
-            .args(["--as=4294967296", env!("CARGO_BIN_EXE_stutter-dsim-turmoil"), "run", "--seed", &seed.to_string(), "--damage", "0.2"])
+            .args([
+                "--as=4294967296",
+                env!("CARGO_BIN_EXE_stutter-dsim-turmoil"),
+                "run",
+                "--seed",
+                &seed.to_string(),
+                "--damage",
+                "0.2",
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status()
@@ -279,8 +296,12 @@ correct_node_only! {
 #[test]
 fn teeth_drop_on_reconnect_is_caught() {
     let opts = Options::default();
-    let caught = (0..DROP_ON_RECONNECT_SEEDS).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
-    assert!(caught.is_some(), "drop-on-reconnect survived {DROP_ON_RECONNECT_SEEDS} seeds");
+    let caught = (0..DROP_ON_RECONNECT_SEEDS)
+        .find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
+    assert!(
+        caught.is_some(),
+        "drop-on-reconnect survived {DROP_ON_RECONNECT_SEEDS} seeds"
+    );
 }
 
 #[cfg(feature = "node-bug-drop-on-reconnect")]
@@ -296,9 +317,13 @@ const DROP_ON_RECONNECT_SEEDS: u64 = 10;
 #[test]
 fn teeth_lost_redirect_route_is_caught() {
     let opts = Options::default();
-    let caught = (0..LOST_REDIRECT_ROUTE_SEEDS)
-        .find(|seed| run(*seed, &opts).is_ok_and(|o| o.violations.iter().any(|v| v.starts_with("liveness:"))));
-    assert!(caught.is_some(), "lost-redirect-route survived {LOST_REDIRECT_ROUTE_SEEDS} seeds");
+    let caught = (0..LOST_REDIRECT_ROUTE_SEEDS).find(|seed| {
+        run(*seed, &opts).is_ok_and(|o| o.violations.iter().any(|v| v.starts_with("liveness:")))
+    });
+    assert!(
+        caught.is_some(),
+        "lost-redirect-route survived {LOST_REDIRECT_ROUTE_SEEDS} seeds"
+    );
 }
 
 #[cfg(feature = "node-bug-lost-redirect-route")]

@@ -114,7 +114,13 @@ impl LoopCtx<'_> {
     pub fn complete(&mut self, c: usize, pos: usize, job: Job, result: Result<Answer, CallError>) {
         self.busy -= 1;
         self.idle.push((c, pos));
-        self.tally.record(&job.op, job.intended, result, self.measure_from, self.preloaded);
+        self.tally.record(
+            &job.op,
+            job.intended,
+            result,
+            self.measure_from,
+            self.preloaded,
+        );
     }
 
     fn mark_dirty(&mut self, c: usize, conn: &mut Conn) {
@@ -157,7 +163,9 @@ impl Conn {
 
     /// A request of this connection has waited longer than `timeout`.
     pub fn timed_out(&self, now: Instant, timeout: Duration) -> bool {
-        self.positions.iter().any(|p| p.job.is_some() && now.saturating_duration_since(p.sent) > timeout)
+        self.positions
+            .iter()
+            .any(|p| p.job.is_some() && now.saturating_duration_since(p.sent) > timeout)
     }
 
     /// Its back-off is over and requests wait to be re-sent.
@@ -168,7 +176,9 @@ impl Conn {
     /// Queues the request of `pos`'s job (a new call, or a retry of the
     /// same `(client, seq)`) for the next flush.
     fn send(&mut self, c: usize, pos: usize, ctx: &mut LoopCtx) {
-        let Some(sl) = self.positions.get_mut(pos) else { return };
+        let Some(sl) = self.positions.get_mut(pos) else {
+            return;
+        };
         let Some(job) = &sl.job else { return };
         sl.sent = Instant::now();
         sl.retry |= sl.in_doubt;
@@ -179,8 +189,16 @@ impl Conn {
                 self.order.push_back(pos);
                 Ok(())
             }
-            Protocol::Framed if !sl.registered => crate::framed_target::encode_register(sl.client, sl.retry, &mut self.wbuf),
-            Protocol::Framed => crate::framed_target::encode_request(sl.client, sl.seq, &job.op, sl.retry, &mut self.wbuf),
+            Protocol::Framed if !sl.registered => {
+                crate::framed_target::encode_register(sl.client, sl.retry, &mut self.wbuf)
+            }
+            Protocol::Framed => crate::framed_target::encode_request(
+                sl.client,
+                sl.seq,
+                &job.op,
+                sl.retry,
+                &mut self.wbuf,
+            ),
         };
         match encoded {
             Ok(()) => ctx.mark_dirty(c, self),
@@ -195,7 +213,9 @@ impl Conn {
 
     /// Starts a new job on a free position.
     pub fn start(&mut self, c: usize, pos: usize, job: Job, ctx: &mut LoopCtx) {
-        let Some(sl) = self.positions.get_mut(pos) else { return };
+        let Some(sl) = self.positions.get_mut(pos) else {
+            return;
+        };
         // Churn: a new logical client every `ops_per_client` operations,
         // numbering from 1 as every client does.
         if ctx.ops_per_client > 0 && sl.seq >= ctx.ops_per_client {
@@ -226,9 +246,15 @@ impl Conn {
                 return;
             }
             self.retry_at = None;
-            let Some(addr) = ctx.addrs.get(self.replica) else { return };
+            let Some(addr) = ctx.addrs.get(self.replica) else {
+                return;
+            };
             let registered = mio::net::TcpStream::connect(*addr).and_then(|mut s| {
-                ctx.poll.registry().register(&mut s, mio::Token(c), mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+                ctx.poll.registry().register(
+                    &mut s,
+                    mio::Token(c),
+                    mio::Interest::READABLE | mio::Interest::WRITABLE,
+                )?;
                 Ok(s)
             });
             match registered {
@@ -236,17 +262,28 @@ impl Conn {
                     self.stream = Some(s);
                     self.connected = false;
                 }
-                Err(e) => return self.reset(c, None, CallError::Io(format!("connect to {addr}: {e}")), ctx),
+                Err(e) => {
+                    return self.reset(
+                        c,
+                        None,
+                        CallError::Io(format!("connect to {addr}: {e}")),
+                        ctx,
+                    )
+                }
             }
             return;
         }
         if !self.connected {
             return;
         }
-        let Some(s) = self.stream.as_mut() else { return };
+        let Some(s) = self.stream.as_mut() else {
+            return;
+        };
         while self.wpos < self.wbuf.len() {
             match s.write(&self.wbuf[self.wpos..]) {
-                Ok(0) => return self.reset(c, None, CallError::Io("connection closed".into()), ctx),
+                Ok(0) => {
+                    return self.reset(c, None, CallError::Io("connection closed".into()), ctx)
+                }
                 Ok(n) => self.wpos += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -289,7 +326,9 @@ impl Conn {
             ctx.tally.redirects += 1;
         }
         for pos in 0..self.positions.len() {
-            let Some(job) = self.positions[pos].job.as_mut() else { continue };
+            let Some(job) = self.positions[pos].job.as_mut() else {
+                continue;
+            };
             job.tries += 1;
             if job.tries >= MAX_TRIES {
                 if let Some(job) = self.positions[pos].job.take() {
@@ -312,10 +351,14 @@ impl Conn {
     /// every complete reply.
     pub fn on_ready(&mut self, c: usize, scratch: &mut [u8], ctx: &mut LoopCtx) {
         use std::io::Read;
-        let Some(s) = self.stream.as_mut() else { return };
+        let Some(s) = self.stream.as_mut() else {
+            return;
+        };
         if !self.connected {
             match s.take_error() {
-                Ok(Some(e)) | Err(e) => return self.reset(c, None, CallError::Io(format!("connect: {e}")), ctx),
+                Ok(Some(e)) | Err(e) => {
+                    return self.reset(c, None, CallError::Io(format!("connect: {e}")), ctx)
+                }
                 Ok(None) => {}
             }
             match s.peer_addr() {
@@ -330,7 +373,9 @@ impl Conn {
         if self.wpos < self.wbuf.len() {
             self.flush(c, ctx);
         }
-        let Some(s) = self.stream.as_mut() else { return };
+        let Some(s) = self.stream.as_mut() else {
+            return;
+        };
         loop {
             match s.read(scratch) {
                 Ok(0) => {
@@ -390,9 +435,15 @@ impl Conn {
             }
             let Some(pos) = self.order.pop_front() else {
                 let text = String::from_utf8_lossy(&self.rbuf[line]).into_owned();
-                return self.out_of_step(c, format!("a reply with no request outstanding: {text:?}"), ctx);
+                return self.out_of_step(
+                    c,
+                    format!("a reply with no request outstanding: {text:?}"),
+                    ctx,
+                );
             };
-            let Some(job) = self.positions[pos].job.as_ref() else { continue };
+            let Some(job) = self.positions[pos].job.as_ref() else {
+                continue;
+            };
             match parse_reply(&job.op, &self.rbuf[line]) {
                 Err(CallError::NotLeader) => return self.reset(c, None, CallError::NotLeader, ctx),
                 result => {
@@ -416,10 +467,21 @@ impl Conn {
             };
             self.rpos = next;
             match parse_frame(&self.rbuf[body]) {
-                Event::Reply { client, seq, result } => {
-                    let pos = self.positions.iter().position(|s| s.client == client && s.seq == seq && s.job.is_some());
+                Event::Reply {
+                    client,
+                    seq,
+                    result,
+                } => {
+                    let pos = self
+                        .positions
+                        .iter()
+                        .position(|s| s.client == client && s.seq == seq && s.job.is_some());
                     let Some(pos) = pos else {
-                        return self.out_of_step(c, format!("a reply to ({client}, {seq}), which is not in flight"), ctx);
+                        return self.out_of_step(
+                            c,
+                            format!("a reply to ({client}, {seq}), which is not in flight"),
+                            ctx,
+                        );
                     };
                     match result {
                         // Busy (nothing was proposed) or outcome unknown:
@@ -460,7 +522,10 @@ impl Conn {
                     }
                 }
                 Event::Registered { nonce, id } => {
-                    let pos = self.positions.iter().position(|s| !s.registered && s.client == nonce && s.job.is_some());
+                    let pos = self
+                        .positions
+                        .iter()
+                        .position(|s| !s.registered && s.client == nonce && s.job.is_some());
                     // A late answer to a resent registration: that id is
                     // wasted, the position registered already.
                     let Some(pos) = pos else { continue };
@@ -475,10 +540,16 @@ impl Conn {
                 Event::Redirect { addr, of } => {
                     // Nothing was proposed for the request it answers; the
                     // others in flight on this connection are in doubt.
-                    if let Some(p) = self.positions.iter_mut().find(|p| (p.client, p.seq) == of && p.job.is_some()) {
+                    if let Some(p) = self
+                        .positions
+                        .iter_mut()
+                        .find(|p| (p.client, p.seq) == of && p.job.is_some())
+                    {
                         p.in_doubt = false;
                     }
-                    let to = addr.and_then(|a| a.parse::<SocketAddr>().ok()).and_then(|a| ctx.addrs.iter().position(|x| *x == a));
+                    let to = addr
+                        .and_then(|a| a.parse::<SocketAddr>().ok())
+                        .and_then(|a| ctx.addrs.iter().position(|x| *x == a));
                     return self.reset(c, to, CallError::NotLeader, ctx);
                 }
                 Event::Unexpected(what) => return self.out_of_step(c, what, ctx),

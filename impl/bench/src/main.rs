@@ -27,7 +27,9 @@ use spec::{Protocol, RunResult, RunSpec};
 use workload::{Distribution, Generator, Mix};
 
 #[derive(Parser, Debug)]
-#[command(about = "Open-loop, coordinated-omission-free load generator for stutter (and Replicant)")]
+#[command(
+    about = "Open-loop, coordinated-omission-free load generator for stutter (and Replicant)"
+)]
 struct Args {
     /// stutter cluster config (TOML with [[replica]] client_addr = ...).
     #[arg(long)]
@@ -113,8 +115,13 @@ struct Args {
 fn resolve(addrs: &[String]) -> Result<Vec<SocketAddr>> {
     let mut out = Vec::new();
     for a in addrs {
-        let mut it = a.to_socket_addrs().with_context(|| format!("bad address {a}"))?;
-        out.push(it.next().with_context(|| format!("address {a} resolves to nothing"))?);
+        let mut it = a
+            .to_socket_addrs()
+            .with_context(|| format!("bad address {a}"))?;
+        out.push(
+            it.next()
+                .with_context(|| format!("address {a} resolves to nothing"))?,
+        );
     }
     Ok(out)
 }
@@ -145,14 +152,34 @@ fn meets_slo(r: &RunResult, slo: Duration) -> bool {
 fn print_header() {
     println!(
         "{:<10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6} {:>6}",
-        "system", "offered/s", "ok/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "wrong", "unfin"
+        "system",
+        "offered/s",
+        "ok/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms",
+        "errors",
+        "wrong",
+        "unfin"
     );
 }
 
 fn print_row(name: &str, r: &RunResult) {
     println!(
         "{:<10} {:>10.0} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.1} {:>7} {:>6} {:>6}",
-        name, r.offered, r.achieved, r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms, r.io_errors, r.wrong, r.unfinished
+        name,
+        r.offered,
+        r.achieved,
+        r.p50_ms,
+        r.p90_ms,
+        r.p99_ms,
+        r.p999_ms,
+        r.max_ms,
+        r.io_errors,
+        r.wrong,
+        r.unfinished
     );
 }
 
@@ -160,7 +187,11 @@ fn print_row(name: &str, r: &RunResult) {
 async fn replica_status(addrs: &[SocketAddr]) -> Vec<Option<stutter_replica::wire::StatusInfo>> {
     let mut out = Vec::new();
     for a in addrs {
-        out.push(stutter_replica::client::status(&a.to_string(), Duration::from_secs(2)).await.ok());
+        out.push(
+            stutter_replica::client::status(&a.to_string(), Duration::from_secs(2))
+                .await
+                .ok(),
+        );
     }
     out
 }
@@ -186,21 +217,29 @@ async fn settled_status(addrs: &[SocketAddr]) -> Vec<Option<stutter_replica::wir
 /// replica that answered before and after must have executed exactly the
 /// acknowledged writes as updates (reads, in the log or not, are not
 /// counted) — more would be a duplicate execution, fewer a lost one.
-fn report_sessions(before: &[Option<stutter_replica::wire::StatusInfo>], after: &[Option<stutter_replica::wire::StatusInfo>], r: &RunResult) -> Result<()> {
+fn report_sessions(
+    before: &[Option<stutter_replica::wire::StatusInfo>],
+    after: &[Option<stutter_replica::wire::StatusInfo>],
+    r: &RunResult,
+) -> Result<()> {
     println!(
         "stutter: {} client ids, {} writes acknowledged, {} session-expired, {} io errors, {} unfinished",
         r.clients, r.writes_acked, r.session_expired, r.io_errors, r.unfinished
     );
     // Warm-up included: a write that timed out in the warm-up may have
     // executed without being acknowledged.
-    let every_answered = r.io_errors == 0 && r.unanswered == 0 && r.unfinished == 0 && r.session_expired == 0;
+    let every_answered =
+        r.io_errors == 0 && r.unanswered == 0 && r.unfinished == 0 && r.session_expired == 0;
     let mut bad = Vec::new();
     for (b, a) in before.iter().zip(after) {
         let (Some(b), Some(a)) = (b, a) else { continue };
         let executed = a.applied_updates.saturating_sub(b.applied_updates);
         println!("replica {}: {} sessions, {executed} updates executed during the run, last executed {}, digest {:016x}", a.id, a.sessions, a.last_executed, a.digest);
         if every_answered && executed != r.writes_acked {
-            bad.push(format!("replica {} executed {executed} updates for {} acknowledged writes", a.id, r.writes_acked));
+            bad.push(format!(
+                "replica {} executed {executed} updates for {} acknowledged writes",
+                a.id, r.writes_acked
+            ));
         }
     }
     if !bad.is_empty() {
@@ -231,7 +270,14 @@ impl Bench {
 
     fn generator(&self, salt: u64) -> Generator {
         let a = &self.args;
-        Generator::new(a.seed.wrapping_mul(1_000_003).wrapping_add(salt), a.workload, a.distribution, a.keys, a.key_size, a.value_size)
+        Generator::new(
+            a.seed.wrapping_mul(1_000_003).wrapping_add(salt),
+            a.workload,
+            a.distribution,
+            a.keys,
+            a.key_size,
+            a.value_size,
+        )
     }
 
     async fn ensure_preloaded(&self, sys: &mut System) -> Result<()> {
@@ -241,15 +287,26 @@ impl Bench {
         }
         let t = std::time::Instant::now();
         let mut g = self.generator(0);
-        preload::preload(&self.spec(sys, 0.0), &mut g).await.with_context(|| format!("preloading {}", sys.name))?;
-        eprintln!("{}: preloaded {} keys in {:.1}s", sys.name, self.args.keys, t.elapsed().as_secs_f64());
+        preload::preload(&self.spec(sys, 0.0), &mut g)
+            .await
+            .with_context(|| format!("preloading {}", sys.name))?;
+        eprintln!(
+            "{}: preloaded {} keys in {:.1}s",
+            sys.name,
+            self.args.keys,
+            t.elapsed().as_secs_f64()
+        );
         sys.preloaded = true;
         Ok(())
     }
 
     async fn one(&self, sys: &mut System, rate: f64, salt: u64) -> Result<RunResult> {
         self.ensure_preloaded(sys).await?;
-        let before = if sys.name == "stutter" { settled_status(&sys.addrs).await } else { Vec::new() };
+        let before = if sys.name == "stutter" {
+            settled_status(&sys.addrs).await
+        } else {
+            Vec::new()
+        };
         let r = open_loop::run(&self.spec(sys, rate), self.generator(salt), true);
         print_row(sys.name, &r);
         if sys.name == "stutter" {
@@ -260,7 +317,10 @@ impl Bench {
         }
         if let Some(path) = &self.args.out {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
             let mut v = serde_json::to_value(&r)?;
             v["system"] = sys.name.into();
             v["workload"] = format!("{:?}", self.args.workload).into();
@@ -271,10 +331,21 @@ impl Bench {
         }
         if let Some(path) = &self.args.timeline {
             use std::io::Write;
-            let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
             let mut f = std::io::BufWriter::new(f);
             for (at, us) in &r.timeline {
-                writeln!(f, "{},{},{},{},{:.3}", sys.name, r.offered, salt, at, *us as f64 / 1000.0)?;
+                writeln!(
+                    f,
+                    "{},{},{},{},{:.3}",
+                    sys.name,
+                    r.offered,
+                    salt,
+                    at,
+                    *us as f64 / 1000.0
+                )?;
             }
             f.flush()?;
         }
@@ -287,11 +358,16 @@ impl Bench {
     /// alternate (one run of each in turn), so that on a shared machine both
     /// searches see the same background load over time.
     async fn find_max(&self, systems: &mut [System]) -> Result<Vec<Option<RunResult>>> {
-        let mut searches: Vec<Search> = systems.iter().map(|_| Search::new(self.args.rate, self.args.attempts)).collect();
+        let mut searches: Vec<Search> = systems
+            .iter()
+            .map(|_| Search::new(self.args.rate, self.args.attempts))
+            .collect();
         loop {
             let mut progressed = false;
             for (sys, search) in systems.iter_mut().zip(searches.iter_mut()) {
-                let Some(rate) = search.next_rate(self.args.max_rate) else { continue };
+                let Some(rate) = search.next_rate(self.args.max_rate) else {
+                    continue;
+                };
                 let r = self.one(sys, rate, search.salt).await?;
                 search.record(r, meets_slo_of(&self.args));
                 progressed = true;
@@ -445,7 +521,10 @@ async fn main() -> Result<()> {
                     "{}: max throughput at p99 ≤ {:?}: {:.0} ops/s (offered {:.0}, p99 {:.2} ms)",
                     sys.name, bench.args.slo_p99, r.achieved, r.offered, r.p99_ms
                 ),
-                None => println!("{}: even {:.0} ops/s misses the SLO", sys.name, bench.args.rate),
+                None => println!(
+                    "{}: even {:.0} ops/s misses the SLO",
+                    sys.name, bench.args.rate
+                ),
             }
             best.push((sys.name, r.map(|r| r.achieved)));
         }
@@ -475,7 +554,11 @@ mod tests {
     use super::*;
 
     fn run_at(offered: f64) -> RunResult {
-        RunResult { offered, achieved: offered, ..RunResult::default() }
+        RunResult {
+            offered,
+            achieved: offered,
+            ..RunResult::default()
+        }
     }
 
     /// Drives a search against a system that meets the SLO up to `capacity`

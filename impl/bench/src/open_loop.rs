@@ -38,7 +38,9 @@ pub fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResult {
     // Fresh client ids for every run: the cluster remembers each client's
     // last sequence number, so ids must never be reused with a new count.
     let first_client = stutter_replica::client::fresh_client_id();
-    let mut conns: Vec<Conn> = (0..nconn).map(|c| Conn::new(c, c % naddr, window, first_client)).collect();
+    let mut conns: Vec<Conn> = (0..nconn)
+        .map(|c| Conn::new(c, c % naddr, window, first_client))
+        .collect();
     // Used from the end: one request on every connection before a second
     // on any (spreads the load), then the most recently freed first.
     let mut idle: Vec<(usize, usize)> = Vec::with_capacity(nconn * window);
@@ -82,12 +84,18 @@ pub fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResult {
             if next_due >= measure_from {
                 scheduled_measured += 1;
             }
-            queue.push_back(Job { intended: next_due, op: gen.next_op(), tries: 0 });
+            queue.push_back(Job {
+                intended: next_due,
+                op: gen.next_op(),
+                tries: 0,
+            });
             i += 1;
             next_due = due(i);
         }
         while !queue.is_empty() {
-            let Some((c, pos)) = ctx.idle.pop() else { break };
+            let Some((c, pos)) = ctx.idle.pop() else {
+                break;
+            };
             let Some(job) = queue.pop_front() else { break };
             conns[c].start(c, pos, job, &mut ctx);
         }
@@ -125,7 +133,8 @@ pub fn run(spec: &RunSpec, mut gen: Generator, preloaded: bool) -> RunResult {
             }
         }
     }
-    ctx.tally.finish(spec, scheduled_measured, end, measure_from)
+    ctx.tally
+        .finish(spec, scheduled_measured, end, measure_from)
 }
 
 #[cfg(test)]
@@ -133,11 +142,11 @@ mod tests {
     use super::*;
     use crate::spec::Protocol;
     use std::collections::BTreeMap;
-    use std::net::SocketAddr;
-    use std::sync::Arc;
     use std::io::{Read, Write};
+    use std::net::SocketAddr;
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     use stutter_core::{Op as CoreOp, Reply};
     use stutter_replica::wire::{self, ClientRequest, ClientResponse};
 
@@ -163,13 +172,27 @@ mod tests {
         addr
     }
 
-    fn serve(mut s: TcpStream, kv: Arc<std::sync::Mutex<BTreeMap<Vec<u8>, Vec<u8>>>>, redirected: Arc<AtomicBool>) {
+    fn serve(
+        mut s: TcpStream,
+        kv: Arc<std::sync::Mutex<BTreeMap<Vec<u8>, Vec<u8>>>>,
+        redirected: Arc<AtomicBool>,
+    ) {
         s.set_read_timeout(Some(Duration::from_millis(2))).unwrap();
         let mut held: Option<ClientRequest> = None;
         let answer = |s: &mut TcpStream, req: ClientRequest| -> bool {
-            let ClientRequest::Op { client, seq, op, .. } = req else { return false };
+            let ClientRequest::Op {
+                client, seq, op, ..
+            } = req
+            else {
+                return false;
+            };
             let resp = if !redirected.swap(true, Ordering::SeqCst) {
-                ClientResponse::Redirect { client, seq, leader: None, addr: None }
+                ClientResponse::Redirect {
+                    client,
+                    seq,
+                    leader: None,
+                    addr: None,
+                }
             } else {
                 let mut kv = kv.lock().unwrap();
                 let reply = match op {
@@ -180,8 +203,12 @@ mod tests {
                     }
                     // Ids unique across the mock replicas of a test.
                     CoreOp::Register => {
-                        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-                        Reply::Registered { client: stutter_core::REGISTERED_BASE + NEXT.fetch_add(1, Ordering::SeqCst) }
+                        static NEXT: std::sync::atomic::AtomicU64 =
+                            std::sync::atomic::AtomicU64::new(0);
+                        Reply::Registered {
+                            client: stutter_core::REGISTERED_BASE
+                                + NEXT.fetch_add(1, Ordering::SeqCst),
+                        }
                     }
                     _ => return false,
                 };
@@ -193,7 +220,12 @@ mod tests {
             let mut len = [0u8; 4];
             match s.read_exact(&mut len) {
                 Ok(()) => {}
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
                     if let Some(r) = held.take() {
                         if !answer(&mut s, r) {
                             return;
@@ -221,7 +253,12 @@ mod tests {
         }
     }
 
-    fn spec(addrs: Vec<SocketAddr>, protocol: Protocol, connections: usize, window: usize) -> RunSpec {
+    fn spec(
+        addrs: Vec<SocketAddr>,
+        protocol: Protocol,
+        connections: usize,
+        window: usize,
+    ) -> RunSpec {
         RunSpec {
             addrs,
             rate: 4000.0,
@@ -270,8 +307,15 @@ mod tests {
                     if s.read_exact(&mut body).is_err() {
                         return;
                     }
-                    let Ok(ClientRequest::Op { client, seq, .. }) = wire::decode(&body) else { return };
-                    let f = wire::encode(&ClientResponse::Reply { client, seq, reply: Reply::Value(None) }).unwrap();
+                    let Ok(ClientRequest::Op { client, seq, .. }) = wire::decode(&body) else {
+                        return;
+                    };
+                    let f = wire::encode(&ClientResponse::Reply {
+                        client,
+                        seq,
+                        reply: Reply::Value(None),
+                    })
+                    .unwrap();
                     if s.write_all(&f).and_then(|_| s.write_all(&f)).is_err() {
                         return;
                     }
@@ -286,4 +330,3 @@ mod tests {
         assert!(r.first_wrong.unwrap_or_default().contains("not in flight"));
     }
 }
-

@@ -9,7 +9,11 @@ use crate::spec::{RunSpec, MAX_TRIES};
 use crate::text_target::{Answer, CallError, TextConn};
 use crate::workload::{Generator, Op};
 
-async fn execute(conn: &mut TextConn, op: &Op, shared_redirects: &mut u64) -> Result<Answer, CallError> {
+async fn execute(
+    conn: &mut TextConn,
+    op: &Op,
+    shared_redirects: &mut u64,
+) -> Result<Answer, CallError> {
     let mut last = CallError::NotLeader;
     for _ in 0..MAX_TRIES {
         match conn.call(op).await {
@@ -46,7 +50,9 @@ pub async fn preload(spec: &RunSpec, gen: &mut Generator) -> anyhow::Result<()> 
         tasks.push(tokio::spawn(async move {
             let mut redirects = 0;
             loop {
-                let Some(op) = ops.lock().await.pop() else { return Ok::<(), anyhow::Error>(()) };
+                let Some(op) = ops.lock().await.pop() else {
+                    return Ok::<(), anyhow::Error>(());
+                };
                 match execute(&mut conn, &op, &mut redirects).await {
                     Ok(Answer::Written) => {}
                     Ok(a) => anyhow::bail!("preload: {op:?} answered {a:?}"),

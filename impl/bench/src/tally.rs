@@ -19,8 +19,10 @@ fn new_histogram() -> Histogram<u64> {
     }
 }
 
-const CDF_QUANTILES: [f64; 15] =
-    [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99995, 0.99999, 1.0];
+const CDF_QUANTILES: [f64; 15] = [
+    0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99995, 0.99999,
+    1.0,
+];
 
 pub struct Tally {
     hist: Histogram<u64>,
@@ -80,7 +82,14 @@ impl Tally {
     /// Records how an operation ended, `done` now; only operations
     /// intended after `measure_from` count in the figures, but a wrong
     /// answer counts whenever it came.
-    pub fn record(&mut self, op: &Op, intended: Instant, result: Result<Answer, CallError>, measure_from: Instant, preloaded: bool) {
+    pub fn record(
+        &mut self,
+        op: &Op,
+        intended: Instant,
+        result: Result<Answer, CallError>,
+        measure_from: Instant,
+        preloaded: bool,
+    ) {
         let done = Instant::now();
         let measured = intended >= measure_from;
         if matches!(result, Ok(Answer::Written)) {
@@ -99,7 +108,10 @@ impl Tally {
                         let _ = self.hist.record(us.max(1));
                         if let Some(t) = self.timeline.as_mut() {
                             let at = intended.saturating_duration_since(measure_from).as_millis();
-                            t.push((at.min(u32::MAX as u128) as u32, us.min(u32::MAX as u64) as u32));
+                            t.push((
+                                at.min(u32::MAX as u128) as u32,
+                                us.min(u32::MAX as u64) as u32,
+                            ));
                         }
                     }
                 }
@@ -117,13 +129,22 @@ impl Tally {
 
     /// The run's result; `scheduled_measured` operations were due in the
     /// measured part, which ran from `measure_from` to `end`.
-    pub fn finish(mut self, spec: &RunSpec, scheduled_measured: u64, end: Instant, measure_from: Instant) -> RunResult {
+    pub fn finish(
+        mut self,
+        spec: &RunSpec,
+        scheduled_measured: u64,
+        end: Instant,
+        measure_from: Instant,
+    ) -> RunResult {
         let total = &mut self;
         // Throughput over the time it took to complete the measured
         // schedule: a system that falls behind finishes late and is charged
         // for it.
         let finished = total.last_done.map_or(end, |t| t.max(end));
-        let secs = finished.saturating_duration_since(measure_from).as_secs_f64().max(1e-9);
+        let secs = finished
+            .saturating_duration_since(measure_from)
+            .as_secs_f64()
+            .max(1e-9);
         let ms = |q: f64| total.hist.value_at_quantile(q) as f64 / 1000.0;
         let unfinished = scheduled_measured.saturating_sub(total.ok + total.io_errors);
         RunResult {

@@ -45,7 +45,9 @@ pub fn parse_reply(op: &Op, line: &[u8]) -> Result<Answer, CallError> {
             if line.is_empty() || line == b"key not found" {
                 Ok(Answer::Value(None))
             } else if line.starts_with(b"error") || line == b"bad command" {
-                Err(CallError::Unexpected(String::from_utf8_lossy(line).into_owned()))
+                Err(CallError::Unexpected(
+                    String::from_utf8_lossy(line).into_owned(),
+                ))
             } else {
                 Ok(Answer::Value(Some(line.to_vec())))
             }
@@ -54,7 +56,9 @@ pub fn parse_reply(op: &Op, line: &[u8]) -> Result<Answer, CallError> {
             if line.is_empty() || line == b"ok" {
                 Ok(Answer::Written)
             } else {
-                Err(CallError::Unexpected(String::from_utf8_lossy(line).into_owned()))
+                Err(CallError::Unexpected(
+                    String::from_utf8_lossy(line).into_owned(),
+                ))
             }
         }
     }
@@ -89,7 +93,14 @@ pub struct TextConn {
 impl TextConn {
     pub fn new(addrs: Vec<SocketAddr>, start: usize, timeout: Duration) -> TextConn {
         let current = start % addrs.len().max(1);
-        TextConn { addrs, current, conn: None, timeout, line: Vec::new(), buf: Vec::new() }
+        TextConn {
+            addrs,
+            current,
+            conn: None,
+            timeout,
+            line: Vec::new(),
+            buf: Vec::new(),
+        }
     }
 
     /// Moves to the next replica (after a redirect or a failure).
@@ -99,7 +110,10 @@ impl TextConn {
     }
 
     async fn connect(&mut self) -> Result<()> {
-        let addr = *self.addrs.get(self.current).ok_or_else(|| anyhow!("no addresses"))?;
+        let addr = *self
+            .addrs
+            .get(self.current)
+            .ok_or_else(|| anyhow!("no addresses"))?;
         let s = tokio::time::timeout(self.timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| anyhow!("connect to {addr} timed out"))?
@@ -113,19 +127,26 @@ impl TextConn {
     /// One request, one reply line, on the current replica.
     pub async fn call(&mut self, op: &Op) -> Result<Answer, CallError> {
         if self.conn.is_none() {
-            self.connect().await.map_err(|e| CallError::Io(e.to_string()))?;
+            self.connect()
+                .await
+                .map_err(|e| CallError::Io(e.to_string()))?;
         }
         self.buf.clear();
         encode_request(op, &mut self.buf);
         let timeout = self.timeout;
-        let Some((r, w)) = self.conn.as_mut() else { return Err(CallError::Io("not connected".into())) };
+        let Some((r, w)) = self.conn.as_mut() else {
+            return Err(CallError::Io("not connected".into()));
+        };
         let line = &mut self.line;
         line.clear();
         let io = async {
             w.write_all(&self.buf).await?;
             let n = r.read_until(b'\n', line).await?;
             if n == 0 {
-                return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "connection closed",
+                ));
             }
             Ok(())
         };
@@ -154,15 +175,36 @@ mod tests {
     #[test]
     fn both_dialects_parse() {
         let get = Op::Read { key: b"k".to_vec() };
-        let put = Op::Update { key: b"k".to_vec(), value: b"v".to_vec() };
-        assert_eq!(parse_reply(&get, b"key not found").ok(), Some(Answer::Value(None)));
+        let put = Op::Update {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+        };
+        assert_eq!(
+            parse_reply(&get, b"key not found").ok(),
+            Some(Answer::Value(None))
+        );
         assert_eq!(parse_reply(&get, b"").ok(), Some(Answer::Value(None)));
-        assert_eq!(parse_reply(&get, b"v:1").ok(), Some(Answer::Value(Some(b"v:1".to_vec()))));
+        assert_eq!(
+            parse_reply(&get, b"v:1").ok(),
+            Some(Answer::Value(Some(b"v:1".to_vec())))
+        );
         assert_eq!(parse_reply(&put, b"").ok(), Some(Answer::Written));
         assert_eq!(parse_reply(&put, b"ok").ok(), Some(Answer::Written));
-        assert!(matches!(parse_reply(&put, b"leader is ..."), Err(CallError::NotLeader)));
-        assert!(matches!(parse_reply(&get, b"retry"), Err(CallError::NotLeader)));
-        assert!(matches!(parse_reply(&put, b"bad command"), Err(CallError::Unexpected(_))));
-        assert!(matches!(parse_reply(&get, b"error bad command"), Err(CallError::Unexpected(_))));
+        assert!(matches!(
+            parse_reply(&put, b"leader is ..."),
+            Err(CallError::NotLeader)
+        ));
+        assert!(matches!(
+            parse_reply(&get, b"retry"),
+            Err(CallError::NotLeader)
+        ));
+        assert!(matches!(
+            parse_reply(&put, b"bad command"),
+            Err(CallError::Unexpected(_))
+        ));
+        assert!(matches!(
+            parse_reply(&get, b"error bad command"),
+            Err(CallError::Unexpected(_))
+        ));
     }
 }

@@ -39,7 +39,9 @@ pub struct ScrambledZipfian {
 
 impl ScrambledZipfian {
     pub fn new(items: u64) -> ScrambledZipfian {
-        ScrambledZipfian { zipf: Zipf::new(items, 0.99) }
+        ScrambledZipfian {
+            zipf: Zipf::new(items, 0.99),
+        }
     }
 
     /// A key index in `0..items`.
@@ -75,7 +77,14 @@ pub struct Generator {
 }
 
 impl Generator {
-    pub fn new(seed: u64, mix: Mix, dist: Distribution, keys: u64, key_size: usize, value_size: usize) -> Generator {
+    pub fn new(
+        seed: u64,
+        mix: Mix,
+        dist: Distribution,
+        keys: u64,
+        key_size: usize,
+        value_size: usize,
+    ) -> Generator {
         Generator {
             rng: SmallRng::seed_from_u64(seed),
             mix,
@@ -100,7 +109,13 @@ impl Generator {
     /// A value of exactly `value_size` bytes (when ≥ 40): `v:<key>:<tag>:<n>:` then padding.
     pub fn value(&mut self, key: &[u8]) -> Vec<u8> {
         self.counter += 1;
-        let mut v = format!("v:{}:{}:{}:", String::from_utf8_lossy(key), self.tag, self.counter).into_bytes();
+        let mut v = format!(
+            "v:{}:{}:{}:",
+            String::from_utf8_lossy(key),
+            self.tag,
+            self.counter
+        )
+        .into_bytes();
         while v.len() < self.value_size {
             v.push(b'x');
         }
@@ -124,7 +139,10 @@ impl Generator {
 
 /// Whether `value` could have been written for `key` by this benchmark.
 pub fn value_matches_key(key: &[u8], value: &[u8]) -> bool {
-    value.len() > key.len() + 3 && value.starts_with(b"v:") && &value[2..2 + key.len()] == key && value[2 + key.len()] == b':'
+    value.len() > key.len() + 3
+        && value.starts_with(b"v:")
+        && &value[2..2 + key.len()] == key
+        && value[2 + key.len()] == b':'
 }
 
 #[cfg(test)]
@@ -157,15 +175,24 @@ mod tests {
         let mut v: Vec<u32> = counts.values().copied().collect();
         v.sort_unstable_by(|a, b| b.cmp(a));
         let top10: u32 = v.iter().take(10).sum();
-        assert!(top10 > 10_000, "top 10 keys get >10% of accesses under zipf 0.99: {top10}");
-        assert!(counts.len() > 2_000, "yet many keys are touched: {}", counts.len());
+        assert!(
+            top10 > 10_000,
+            "top 10 keys get >10% of accesses under zipf 0.99: {top10}"
+        );
+        assert!(
+            counts.len() > 2_000,
+            "yet many keys are touched: {}",
+            counts.len()
+        );
     }
 
     #[test]
     fn mixes_have_their_read_fraction() {
         for (mix, lo, hi) in [(Mix::A, 0.47, 0.53), (Mix::B, 0.93, 0.97)] {
             let mut g = Generator::new(3, mix, Distribution::Uniform, 100, 23, 100);
-            let reads = (0..10_000).filter(|_| matches!(g.next_op(), Op::Read { .. })).count();
+            let reads = (0..10_000)
+                .filter(|_| matches!(g.next_op(), Op::Read { .. }))
+                .count();
             let f = reads as f64 / 10_000.0;
             assert!(f > lo && f < hi, "{mix:?}: {f}");
         }

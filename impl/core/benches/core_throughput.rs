@@ -19,8 +19,16 @@ struct Trio {
 
 impl Trio {
     fn new(window: usize) -> Trio {
-        let cfg = Config { window, ..Config::default() };
-        let mut t = Trio { replicas: Vec::new(), now: 0, queue: VecDeque::new(), replies: 0 };
+        let cfg = Config {
+            window,
+            ..Config::default()
+        };
+        let mut t = Trio {
+            replicas: Vec::new(),
+            now: 0,
+            queue: VecDeque::new(),
+            replies: 0,
+        };
         for id in 0..3u8 {
             let rng = Box::new(Xoshiro256PlusPlus::seed_from_u64(id as u64));
             t.replicas.push(Replica::new(id, cfg.clone(), rng));
@@ -42,8 +50,12 @@ impl Trio {
             self.replicas[id as usize].handle(self.now, input, &mut out);
             for o in out.drain(..) {
                 match o {
-                    Output::Send { to, msg } => self.queue.push_back((to, Input::Message { from: id, msg })),
-                    Output::Persist { token, .. } => self.queue.push_back((id, Input::Persisted { token })),
+                    Output::Send { to, msg } => {
+                        self.queue.push_back((to, Input::Message { from: id, msg }))
+                    }
+                    Output::Persist { token, .. } => {
+                        self.queue.push_back((id, Input::Persisted { token }))
+                    }
                     Output::Reply { .. } => self.replies += 1,
                     Output::SetTimer { .. } | Output::Collect { .. } | Output::Trace(_) => {}
                 }
@@ -65,7 +77,10 @@ fn bench(c: &mut Criterion) {
                         let req = Request::new(
                             i % 64 + 1,
                             i / 64 + 1,
-                            Op::Put { key: format!("user{:019}", i % 1000).into(), value: bytes::Bytes::from(vec![b'x'; 500]) },
+                            Op::Put {
+                                key: format!("user{:019}", i % 1000).into(),
+                                value: bytes::Bytes::from(vec![b'x'; 500]),
+                            },
                         );
                         t.queue.push_back((0, Input::Request(req)));
                         if i % 64 == 63 {

@@ -23,7 +23,11 @@ impl DurableState {
     pub fn apply(&mut self, record: Record) {
         match record {
             Record::Ballot(b) => self.ballot = self.ballot.max(b),
-            Record::Accept { slot, ballot, value } => {
+            Record::Accept {
+                slot,
+                ballot,
+                value,
+            } => {
                 if slot > self.trimmed {
                     self.accepted.insert(slot, (ballot, value));
                 }
@@ -57,10 +61,17 @@ impl DurableState {
             out.push(Record::Ballot(self.ballot));
         }
         if let Some(s) = &self.snapshot {
-            out.push(Record::Snapshot { trimmed: self.trimmed, snapshot: s.clone() });
+            out.push(Record::Snapshot {
+                trimmed: self.trimmed,
+                snapshot: s.clone(),
+            });
         }
         for (slot, (ballot, value)) in &self.accepted {
-            out.push(Record::Accept { slot: *slot, ballot: *ballot, value: value.clone() });
+            out.push(Record::Accept {
+                slot: *slot,
+                ballot: *ballot,
+                value: value.clone(),
+            });
         }
         out
     }
@@ -74,15 +85,36 @@ mod tests {
     fn fold_keeps_highest_ballot_latest_accept_and_trims() {
         let mut d = DurableState::default();
         d.apply(Record::Ballot(Ballot(257)));
-        d.apply(Record::Accept { slot: Slot(1), ballot: Ballot(257), value: Value::Noop });
-        d.apply(Record::Accept { slot: Slot(2), ballot: Ballot(257), value: Value::Noop });
-        d.apply(Record::Accept { slot: Slot(2), ballot: Ballot(513), value: Value::Noop });
+        d.apply(Record::Accept {
+            slot: Slot(1),
+            ballot: Ballot(257),
+            value: Value::Noop,
+        });
+        d.apply(Record::Accept {
+            slot: Slot(2),
+            ballot: Ballot(257),
+            value: Value::Noop,
+        });
+        d.apply(Record::Accept {
+            slot: Slot(2),
+            ballot: Ballot(513),
+            value: Value::Noop,
+        });
         d.apply(Record::Ballot(Ballot(2)));
         assert_eq!(d.ballot, Ballot(257));
         assert_eq!(d.accepted.get(&Slot(2)).map(|e| e.0), Some(Ballot(513)));
-        let snap = Arc::new(Snapshot { last_executed: Slot(1), ..Default::default() });
-        d.apply(Record::Snapshot { trimmed: Slot(1), snapshot: snap });
-        assert_eq!(d.accepted.keys().copied().collect::<Vec<_>>(), vec![Slot(2)]);
+        let snap = Arc::new(Snapshot {
+            last_executed: Slot(1),
+            ..Default::default()
+        });
+        d.apply(Record::Snapshot {
+            trimmed: Slot(1),
+            snapshot: snap,
+        });
+        assert_eq!(
+            d.accepted.keys().copied().collect::<Vec<_>>(),
+            vec![Slot(2)]
+        );
         let mut again = DurableState::default();
         for r in d.to_records() {
             again.apply(r);
@@ -93,9 +125,19 @@ mod tests {
     #[test]
     fn a_snapshot_record_at_the_last_slot_trims_everything_without_overflow() {
         let mut d = DurableState::default();
-        d.apply(Record::Accept { slot: Slot(3), ballot: Ballot(1), value: Value::Noop });
-        let snap = Arc::new(Snapshot { last_executed: Slot(u64::MAX), ..Default::default() });
-        d.apply(Record::Snapshot { trimmed: Slot(u64::MAX), snapshot: snap });
+        d.apply(Record::Accept {
+            slot: Slot(3),
+            ballot: Ballot(1),
+            value: Value::Noop,
+        });
+        let snap = Arc::new(Snapshot {
+            last_executed: Slot(u64::MAX),
+            ..Default::default()
+        });
+        d.apply(Record::Snapshot {
+            trimmed: Slot(u64::MAX),
+            snapshot: snap,
+        });
         assert_eq!(d.trimmed, Slot(u64::MAX));
         assert!(d.accepted.is_empty());
     }

@@ -27,15 +27,22 @@ pub enum Timer {
 pub enum Input {
     /// First input after creation or recovery: arms the timers.
     Start,
-    Message { from: ReplicaId, msg: Message },
+    Message {
+        from: ReplicaId,
+        msg: Message,
+    },
     /// A client request that arrived at this replica.
     Request(Request),
     Timer(Timer),
     /// Every [`Output::Persist`] with a token `≤ token` is durable.
-    Persisted { token: u64 },
+    Persisted {
+        token: u64,
+    },
     /// The driver's collector wants to collect; `headroom` is how many
     /// bytes it may still allocate before it must (0: collect now).
-    GcDue { headroom: u64 },
+    GcDue {
+        headroom: u64,
+    },
     /// The collection that [`Output::Collect`] started is over.
     GcDone,
 }
@@ -47,24 +54,46 @@ pub enum Record {
     /// The replica's ballot was raised to this.
     Ballot(Ballot),
     /// The replica accepted `value` in `slot` at `ballot`.
-    Accept { slot: Slot, ballot: Ballot, value: Value },
+    Accept {
+        slot: Slot,
+        ballot: Ballot,
+        value: Value,
+    },
     /// State at `snapshot.last_executed`; instances up to `trimmed` are gone.
-    Snapshot { trimmed: Slot, snapshot: Arc<Snapshot> },
+    Snapshot {
+        trimmed: Slot,
+        snapshot: Arc<Snapshot>,
+    },
 }
 
 #[derive(Clone, Debug)]
 pub enum Output {
-    Send { to: ReplicaId, msg: Message },
-    SetTimer { timer: Timer, at: Time },
+    Send {
+        to: ReplicaId,
+        msg: Message,
+    },
+    SetTimer {
+        timer: Timer,
+        at: Time,
+    },
     /// Append `records` to the write-ahead log, make them durable, then
     /// report [`Input::Persisted`] with this token (or a later one).
-    Persist { token: u64, records: Vec<Record> },
+    Persist {
+        token: u64,
+        records: Vec<Record>,
+    },
     /// Answer a client request that arrived at this replica.
-    Reply { client: ClientId, seq: Seq, reply: Reply },
+    Reply {
+        client: ClientId,
+        seq: Seq,
+        reply: Reply,
+    },
     /// Collect now (answering [`Input::GcDue`]); report [`Input::GcDone`]
     /// when the collection is over. `granted`: under a leader's grant;
     /// otherwise uncoordinated (coordination off) or forced (no grant came
     /// in time, or no headroom was left).
-    Collect { granted: bool },
+    Collect {
+        granted: bool,
+    },
     Trace(TraceEvent),
 }

@@ -36,14 +36,18 @@ impl Log {
         if slot <= self.trimmed {
             return None;
         }
-        self.entries.get((slot - self.trimmed - 1) as usize)?.as_ref()
+        self.entries
+            .get((slot - self.trimmed - 1) as usize)?
+            .as_ref()
     }
 
     pub fn get_mut(&mut self, slot: Slot) -> Option<&mut Instance> {
         if slot <= self.trimmed {
             return None;
         }
-        self.entries.get_mut((slot - self.trimmed - 1) as usize)?.as_mut()
+        self.entries
+            .get_mut((slot - self.trimmed - 1) as usize)?
+            .as_mut()
     }
 
     /// Stores an instance in its slot, replacing what was there. Slots at or
@@ -108,7 +112,12 @@ mod tests {
     use crate::types::{Ballot, InstanceState, Value};
 
     fn inst(slot: u64) -> Instance {
-        Instance { slot: Slot(slot), ballot: Ballot(1), value: Value::Noop, state: InstanceState::InProgress }
+        Instance {
+            slot: Slot(slot),
+            ballot: Ballot(1),
+            value: Value::Noop,
+            state: InstanceState::InProgress,
+        }
     }
 
     fn slots<'a>(it: impl Iterator<Item = &'a Instance>) -> Vec<u64> {
@@ -147,7 +156,10 @@ mod tests {
         }
         log.trim(Slot(990));
         assert_eq!(log.unfreed(), 990);
-        assert_eq!(slots(log.iter_from(Slot(0))), (991..=1000).collect::<Vec<_>>());
+        assert_eq!(
+            slots(log.iter_from(Slot(0))),
+            (991..=1000).collect::<Vec<_>>()
+        );
         assert!(log.get(Slot(990)).is_none());
         assert_eq!(log.get(Slot(991)).map(|i| i.slot), Some(Slot(991)));
         for s in 1001..=1100 {

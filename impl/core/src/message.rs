@@ -27,19 +27,43 @@ pub enum Message {
     /// is the leader's `last_executed`, which the follower applies as it
     /// does a heartbeat's: it learns commits at the next accept rather
     /// than the next heartbeat. `None` otherwise.
-    Accept { ballot: Ballot, slot: Slot, value: Value, committed: Option<Slot> },
+    Accept {
+        ballot: Ballot,
+        slot: Slot,
+        value: Value,
+        committed: Option<Slot>,
+    },
     /// Phase 2b. When not `ok`, `ballot` is the acceptor's own.
-    Accepted { ballot: Ballot, slot: Slot, ok: bool },
+    Accepted {
+        ballot: Ballot,
+        slot: Slot,
+        ok: bool,
+    },
     /// The leader's periodic commit message.
-    Heartbeat { ballot: Ballot, last_executed: Slot, global_last_executed: Slot },
+    Heartbeat {
+        ballot: Ballot,
+        last_executed: Slot,
+        global_last_executed: Slot,
+    },
     /// `leader_last_executed` echoes the heartbeat being answered so the
     /// leader can tell a follower that could not commit. When not `ok`,
     /// `ballot` is the follower's own (higher) ballot.
-    HeartbeatReply { ballot: Ballot, ok: bool, last_executed: Slot, leader_last_executed: Slot },
+    HeartbeatReply {
+        ballot: Ballot,
+        ok: bool,
+        last_executed: Slot,
+        leader_last_executed: Slot,
+    },
     /// Committed instances for a follower that is behind.
-    CatchUp { ballot: Ballot, entries: Vec<Instance> },
+    CatchUp {
+        ballot: Ballot,
+        entries: Vec<Instance>,
+    },
     /// The leader's state, for a follower behind the leader's trim point.
-    InstallSnapshot { ballot: Ballot, snapshot: Arc<Snapshot> },
+    InstallSnapshot {
+        ballot: Ballot,
+        snapshot: Arc<Snapshot>,
+    },
     /// ReadIndex: the leader asks whether the acceptor still holds no
     /// ballot above `ballot`, to confirm it is still the leader before it
     /// answers the reads queued before this probe (`docs/protocol.md`,
@@ -63,7 +87,11 @@ pub enum Message {
     /// as it knows it): the target counts it as a `Promise` of the old
     /// leader for that ballot, so with 3 replicas it leads without a
     /// `Prepare` round. `None` and empty otherwise.
-    TimeoutNow { ballot: Ballot, promised: Option<Ballot>, entries: Vec<Instance> },
+    TimeoutNow {
+        ballot: Ballot,
+        promised: Option<Ballot>,
+        entries: Vec<Instance>,
+    },
     /// Pre-vote: would the receiver promise `ballot`, the ballot the sender
     /// would campaign at, were it a `Prepare`, and has it lost its leader?
     /// Changes no state at the receiver, not even its ballot.

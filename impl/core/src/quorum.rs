@@ -89,7 +89,10 @@ mod tests {
             }
             assert!(!q.reached(&short), "n={n}");
         }
-        assert!(Quorum::new(1).reached(&VoteSet::of(0)), "a single replica decides alone");
+        assert!(
+            Quorum::new(1).reached(&VoteSet::of(0)),
+            "a single replica decides alone"
+        );
         assert!(!Quorum::new(3).reached(&VoteSet::of(0)));
     }
 

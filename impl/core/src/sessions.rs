@@ -63,7 +63,10 @@ pub struct Bounds {
 }
 
 impl Bounds {
-    pub const UNBOUNDED: Bounds = Bounds { sessions: usize::MAX, tombstones: usize::MAX };
+    pub const UNBOUNDED: Bounds = Bounds {
+        sessions: usize::MAX,
+        tombstones: usize::MAX,
+    };
 
     fn sessions(&self) -> usize {
         self.sessions.max(1)
@@ -134,7 +137,12 @@ struct Wire {
 
 impl From<SessionTable> for Wire {
     fn from(t: SessionTable) -> Wire {
-        Wire { sessions: t.sessions, tombstones: t.tombstones, forgotten: t.forgotten, registered: t.registered }
+        Wire {
+            sessions: t.sessions,
+            tombstones: t.tombstones,
+            forgotten: t.forgotten,
+            registered: t.registered,
+        }
     }
 }
 
@@ -243,7 +251,9 @@ impl SessionTable {
             self.by_slot.remove(&(old.slot, client));
         } else {
             while self.sessions.len() >= bounds.sessions() {
-                let Some((slot, evicted)) = self.by_slot.pop_first() else { break };
+                let Some((slot, evicted)) = self.by_slot.pop_first() else {
+                    break;
+                };
                 debug_assert!(slot <= session.slot);
                 self.sessions.remove(&evicted);
                 self.bury(evicted, bounds);
@@ -263,7 +273,11 @@ impl SessionTable {
     pub fn register(&mut self, slot: Slot, bounds: Bounds) -> ClientId {
         let client = REGISTERED_BASE.saturating_add(self.registered);
         self.registered = self.registered.saturating_add(1);
-        let session = Session { seq: 0, reply: Reply::Registered { client }, slot };
+        let session = Session {
+            seq: 0,
+            reply: Reply::Registered { client },
+            slot,
+        };
         self.record(client, session, bounds);
         client
     }
@@ -297,10 +311,19 @@ impl SessionTable {
     /// Whether the index and the tombstone set agree with what they index.
     pub fn is_consistent(&self) -> bool {
         self.by_slot.len() == self.sessions.len()
-            && self.by_slot.iter().all(|(slot, c)| self.sessions.get(c).is_some_and(|s| s.slot == *slot))
+            && self
+                .by_slot
+                .iter()
+                .all(|(slot, c)| self.sessions.get(c).is_some_and(|s| s.slot == *slot))
             && self.tombstone_set.len() == self.tombstones.len()
-            && self.tombstones.iter().all(|c| self.tombstone_set.contains(c) && !self.sessions.contains_key(c))
+            && self
+                .tombstones
+                .iter()
+                .all(|c| self.tombstone_set.contains(c) && !self.sessions.contains_key(c))
             && self.tombstones.iter().all(|c| !is_registered_id(*c))
-            && self.sessions.keys().all(|c| !is_registered_id(*c) || self.is_assigned(*c))
+            && self
+                .sessions
+                .keys()
+                .all(|c| !is_registered_id(*c) || self.is_assigned(*c))
     }
 }

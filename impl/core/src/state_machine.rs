@@ -83,7 +83,10 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 /// `last_executed` and the same digest executed the same commands in the
 /// same slots (up to hash collisions): the checkers compare it.
 pub fn digest_step(prev: u64, slot: Slot, value: &Value) -> u64 {
-    let mut h = fnv(if prev == 0 { FNV_OFFSET } else { prev }, &slot.0.to_le_bytes());
+    let mut h = fnv(
+        if prev == 0 { FNV_OFFSET } else { prev },
+        &slot.0.to_le_bytes(),
+    );
     match value {
         Value::Noop => h = fnv(h, b"noop"),
         Value::Batch(reqs) => {
@@ -120,7 +123,12 @@ impl Snapshot {
 
     /// [`Snapshot::execute`] with the injected bugs of execution switched
     /// by `bugs` (all off in [`Snapshot::execute`]).
-    pub(crate) fn execute_checked(&mut self, req: &Request, bounds: Bounds, bugs: ExecBugs) -> Outcome {
+    pub(crate) fn execute_checked(
+        &mut self,
+        req: &Request,
+        bounds: Bounds,
+        bugs: ExecBugs,
+    ) -> Outcome {
         if req.malformed().is_some() {
             return Outcome::Malformed;
         }
@@ -165,7 +173,11 @@ impl Snapshot {
             // Handled above.
             Op::Register => return Outcome::Malformed,
         };
-        let session = Session { seq: req.seq, reply: reply.clone(), slot };
+        let session = Session {
+            seq: req.seq,
+            reply: reply.clone(),
+            slot,
+        };
         self.sessions.record(req.client, session, bounds);
         Outcome::Applied(reply)
     }
@@ -175,7 +187,10 @@ impl Snapshot {
     pub fn sessions_summary(&self, bounds: Bounds) -> SessionsSummary {
         SessionsSummary {
             clients: self.sessions.len() as u64,
-            seq_sum: self.sessions.iter().fold(0u64, |sum, (_, s)| sum.wrapping_add(s.seq)),
+            seq_sum: self
+                .sessions
+                .iter()
+                .fold(0u64, |sum, (_, s)| sum.wrapping_add(s.seq)),
             limit: bounds.limit(),
         }
     }
@@ -210,58 +225,125 @@ mod tests {
     use super::*;
 
     fn put(client: u64, seq: u64, k: &str, v: &str) -> Request {
-        Request::new(client, seq, Op::Put { key: Bytes::from(k.to_owned()), value: Bytes::from(v.to_owned()) })
+        Request::new(
+            client,
+            seq,
+            Op::Put {
+                key: Bytes::from(k.to_owned()),
+                value: Bytes::from(v.to_owned()),
+            },
+        )
     }
 
     /// `put`, flagged as a resend after an uncertain attempt.
     fn retried(client: u64, seq: u64, k: &str, v: &str) -> Request {
-        Request { retry: true, ..put(client, seq, k, v) }
+        Request {
+            retry: true,
+            ..put(client, seq, k, v)
+        }
     }
 
     #[test]
     fn retried_request_is_executed_once_and_gets_its_original_reply() {
         let mut s = Snapshot::default();
-        assert_eq!(s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED), Outcome::Applied(Reply::Done));
-        let cas = Request::new(2, 1, Op::Cas { key: "k".into(), from: Some("a".into()), to: "b".into() });
+        assert_eq!(
+            s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED),
+            Outcome::Applied(Reply::Done)
+        );
+        let cas = Request::new(
+            2,
+            1,
+            Op::Cas {
+                key: "k".into(),
+                from: Some("a".into()),
+                to: "b".into(),
+            },
+        );
         assert_eq!(
             s.execute(&cas, Bounds::UNBOUNDED),
-            Outcome::Applied(Reply::Cas { ok: true, current: Some("a".into()) })
+            Outcome::Applied(Reply::Cas {
+                ok: true,
+                current: Some("a".into())
+            })
         );
         // The same CAS retried must not apply again and must report success.
         let cas = Request { retry: true, ..cas };
         assert_eq!(
             s.execute(&cas, Bounds::UNBOUNDED),
-            Outcome::Duplicate(Reply::Cas { ok: true, current: Some("a".into()) })
+            Outcome::Duplicate(Reply::Cas {
+                ok: true,
+                current: Some("a".into())
+            })
         );
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         // A retry of client 1's old put must not overwrite the CAS.
-        assert_eq!(s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED), Outcome::Duplicate(Reply::Done));
+        assert_eq!(
+            s.execute(&put(1, 1, "k", "a"), Bounds::UNBOUNDED),
+            Outcome::Duplicate(Reply::Done)
+        );
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         // Seq 0 is reserved for `Register`: a no-op, refused.
-        assert_eq!(s.execute(&put(1, 0, "k", "z"), Bounds::UNBOUNDED), Outcome::Malformed);
+        assert_eq!(
+            s.execute(&put(1, 0, "k", "z"), Bounds::UNBOUNDED),
+            Outcome::Malformed
+        );
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         assert_eq!(s.lookup(1, 1, false), Some(Outcome::Duplicate(Reply::Done)));
         assert_eq!(s.lookup(1, 2, false), None);
-        assert_eq!(s.execute(&put(1, 2, "j", "x"), Bounds::UNBOUNDED), Outcome::Applied(Reply::Done));
-        assert_eq!(s.execute(&put(1, 1, "j", "y"), Bounds::UNBOUNDED), Outcome::Stale);
+        assert_eq!(
+            s.execute(&put(1, 2, "j", "x"), Bounds::UNBOUNDED),
+            Outcome::Applied(Reply::Done)
+        );
+        assert_eq!(
+            s.execute(&put(1, 1, "j", "y"), Bounds::UNBOUNDED),
+            Outcome::Stale
+        );
         assert_eq!(s.lookup(1, 1, false), Some(Outcome::Stale));
     }
 
     #[test]
     fn cas_on_absent_key() {
         let mut s = Snapshot::default();
-        let r = Request::new(1, 1, Op::Cas { key: "x".into(), from: None, to: "1".into() });
-        assert_eq!(s.execute(&r, Bounds::UNBOUNDED), Outcome::Applied(Reply::Cas { ok: true, current: None }));
-        let r = Request::new(1, 2, Op::Cas { key: "x".into(), from: None, to: "2".into() });
+        let r = Request::new(
+            1,
+            1,
+            Op::Cas {
+                key: "x".into(),
+                from: None,
+                to: "1".into(),
+            },
+        );
         assert_eq!(
             s.execute(&r, Bounds::UNBOUNDED),
-            Outcome::Applied(Reply::Cas { ok: false, current: Some("1".into()) })
+            Outcome::Applied(Reply::Cas {
+                ok: true,
+                current: None
+            })
+        );
+        let r = Request::new(
+            1,
+            2,
+            Op::Cas {
+                key: "x".into(),
+                from: None,
+                to: "2".into(),
+            },
+        );
+        assert_eq!(
+            s.execute(&r, Bounds::UNBOUNDED),
+            Outcome::Applied(Reply::Cas {
+                ok: false,
+                current: Some("1".into())
+            })
         );
     }
 
     /// Executes `req` in the next slot, as `execute_committed` does.
     fn bounded(sessions: usize) -> Bounds {
-        Bounds { sessions, tombstones: 0 }
+        Bounds {
+            sessions,
+            tombstones: 0,
+        }
     }
 
     fn step(s: &mut Snapshot, req: &Request, bounds: Bounds) -> Outcome {
@@ -277,23 +359,38 @@ mod tests {
         step(&mut s, &put(2, 1, "b", "1"), bounded(3)); // slot 2
         step(&mut s, &put(3, 1, "c", "1"), bounded(3)); // slot 3
         step(&mut s, &put(1, 2, "a", "2"), bounded(3)); // slot 4: client 1 is recent again
-        // A fourth client: client 2 (slot 2) is the least recent.
-        assert_eq!(step(&mut s, &put(4, 1, "d", "1"), bounded(3)), Outcome::Applied(Reply::Done));
+                                                        // A fourth client: client 2 (slot 2) is the least recent.
+        assert_eq!(
+            step(&mut s, &put(4, 1, "d", "1"), bounded(3)),
+            Outcome::Applied(Reply::Done)
+        );
         let live: Vec<_> = s.sessions.iter().map(|(c, x)| (*c, x.slot.0)).collect();
         assert_eq!(live, vec![(1, 4), (3, 3), (4, 5)]);
-        assert_eq!(s.sessions.tombstones().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            s.sessions.tombstones().copied().collect::<Vec<_>>(),
+            vec![2]
+        );
         // Within one slot, ties go by client id: 5 and 6 in slot 6 evict
         // client 3 (slot 3) then 1 (slot 4).
         s.execute(&put(6, 1, "f", "1"), bounded(3));
         s.execute(&put(5, 1, "e", "1"), bounded(3));
         s.last_executed += 1;
-        assert_eq!(s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![4, 5, 6]);
-        assert_eq!(s.sessions.tombstones().copied().collect::<Vec<_>>(), vec![2, 3, 1]);
+        assert_eq!(
+            s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+            vec![4, 5, 6]
+        );
+        assert_eq!(
+            s.sessions.tombstones().copied().collect::<Vec<_>>(),
+            vec![2, 3, 1]
+        );
         // Ties by id: a seventh client evicts 4 (slot 5), an eighth then
         // evicts 5 before 6 (both slot 6).
         step(&mut s, &put(7, 1, "g", "1"), bounded(3));
         step(&mut s, &put(8, 1, "h", "1"), bounded(3));
-        assert_eq!(s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![6, 7, 8]);
+        assert_eq!(
+            s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+            vec![6, 7, 8]
+        );
         assert!(s.sessions.is_consistent());
     }
 
@@ -302,15 +399,24 @@ mod tests {
         let mut s = Snapshot::default();
         step(&mut s, &put(1, 1, "k", "a"), bounded(1));
         step(&mut s, &put(2, 1, "x", "1"), bounded(1)); // evicts client 1
-        // A retry of client 1's executed request, and a new one: neither runs.
-        assert_eq!(step(&mut s, &put(1, 1, "k", "a"), bounded(1)), Outcome::Expired);
-        assert_eq!(step(&mut s, &put(1, 2, "k", "b"), bounded(1)), Outcome::Expired);
+                                                        // A retry of client 1's executed request, and a new one: neither runs.
+        assert_eq!(
+            step(&mut s, &put(1, 1, "k", "a"), bounded(1)),
+            Outcome::Expired
+        );
+        assert_eq!(
+            step(&mut s, &put(1, 2, "k", "b"), bounded(1)),
+            Outcome::Expired
+        );
         assert_eq!(s.kv.get(&Bytes::from("k")), Some(&Bytes::from("a")));
         assert_eq!(s.lookup(1, 2, false), Some(Outcome::Expired));
         assert_eq!(Outcome::Expired.reply(), Reply::SessionExpired);
         assert!(!Reply::SessionExpired.is_definite_rejection());
         // An expired request does not take a session nor evict one.
-        assert_eq!(s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            s.sessions.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+            vec![2]
+        );
     }
 
     #[test]
@@ -320,7 +426,10 @@ mod tests {
         let mut s = Snapshot::default();
         // Before any tombstone rotated out, a client never seen is new
         // whatever its seq (its seq 1 may have been a read).
-        assert_eq!(step(&mut s, &put(100, 2, "k", "v"), bounded(limit)), Outcome::Applied(Reply::Done));
+        assert_eq!(
+            step(&mut s, &put(100, 2, "k", "v"), bounded(limit)),
+            Outcome::Applied(Reply::Done)
+        );
         // Clients 1..=capacity+1 evict 100 and then each other.
         for c in 1..=capacity as u64 + 1 {
             step(&mut s, &put(c, 1, "k", "v"), bounded(limit));
@@ -329,10 +438,19 @@ mod tests {
         assert_eq!(s.sessions.forgotten(), 1);
         assert_eq!(s.sessions.tombstones().count(), capacity);
         assert!(!s.sessions.tombstones().any(|c| *c == 100));
-        assert_eq!(step(&mut s, &put(100, 3, "k", "z"), bounded(limit)), Outcome::Expired);
-        assert_eq!(step(&mut s, &put(999, 2, "k", "z"), bounded(limit)), Outcome::Expired);
+        assert_eq!(
+            step(&mut s, &put(100, 3, "k", "z"), bounded(limit)),
+            Outcome::Expired
+        );
+        assert_eq!(
+            step(&mut s, &put(999, 2, "k", "z"), bounded(limit)),
+            Outcome::Expired
+        );
         // A first attempt of seq 1 of a client never seen runs.
-        assert_eq!(step(&mut s, &put(999, 1, "k", "w"), bounded(limit)), Outcome::Applied(Reply::Done));
+        assert_eq!(
+            step(&mut s, &put(999, 1, "k", "w"), bounded(limit)),
+            Outcome::Applied(Reply::Done)
+        );
         assert!(s.sessions.is_consistent());
     }
 
@@ -343,9 +461,15 @@ mod tests {
         let mut s = Snapshot::default();
         // Before any tombstone is forgotten, an unknown client never ran
         // anything: its flagged seq 1 (the first attempt was lost) runs.
-        assert_eq!(step(&mut s, &retried(50, 1, "k", "0"), bounded(limit)), Outcome::Applied(Reply::Done));
+        assert_eq!(
+            step(&mut s, &retried(50, 1, "k", "0"), bounded(limit)),
+            Outcome::Applied(Reply::Done)
+        );
         // Client 7's seq 1 executes; the client never hears of it.
-        assert_eq!(step(&mut s, &put(7, 1, "k", "a"), bounded(limit)), Outcome::Applied(Reply::Done));
+        assert_eq!(
+            step(&mut s, &put(7, 1, "k", "a"), bounded(limit)),
+            Outcome::Applied(Reply::Done)
+        );
         // capacity + 1 new clients evict 7 and then push its tombstone out.
         for c in 100..=100 + capacity as u64 {
             step(&mut s, &put(c, 1, "x", "1"), bounded(limit));
@@ -355,24 +479,38 @@ mod tests {
         let before = s.clone();
         // The client's resend is flagged: expired (its first attempt may
         // have run, as here), and nothing changes but the slot.
-        assert_eq!(step(&mut s, &retried(7, 1, "k", "b"), bounded(limit)), Outcome::Expired);
+        assert_eq!(
+            step(&mut s, &retried(7, 1, "k", "b"), bounded(limit)),
+            Outcome::Expired
+        );
         assert_eq!(s.kv, before.kv);
         assert_eq!(s.sessions, before.sessions);
         assert_eq!(s.lookup(7, 1, true), Some(Outcome::Expired));
         // The same resend with the flag ignored (the injected bug) is the
         // hole: it runs a second time.
         let mut holed = before.clone();
-        let bugs = ExecBugs { ignore_retry_flag: true, ..ExecBugs::default() };
-        assert_eq!(holed.execute_checked(&retried(7, 1, "k", "b"), bounded(limit), bugs), Outcome::Applied(Reply::Done));
+        let bugs = ExecBugs {
+            ignore_retry_flag: true,
+            ..ExecBugs::default()
+        };
+        assert_eq!(
+            holed.execute_checked(&retried(7, 1, "k", "b"), bounded(limit), bugs),
+            Outcome::Applied(Reply::Done)
+        );
         assert_eq!(holed.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         // A first attempt of another new client still runs.
-        assert_eq!(step(&mut s, &put(8, 1, "k", "c"), bounded(limit)), Outcome::Applied(Reply::Done));
+        assert_eq!(
+            step(&mut s, &put(8, 1, "k", "c"), bounded(limit)),
+            Outcome::Applied(Reply::Done)
+        );
         assert!(s.sessions.is_consistent());
     }
 
     #[test]
     fn replicas_executing_the_same_requests_hold_equal_snapshots_that_round_trip() {
-        let reqs: Vec<Request> = (0..200u64).map(|i| put(i % 37 + (i / 50) * 100, i / 37 + 1, "k", &i.to_string())).collect();
+        let reqs: Vec<Request> = (0..200u64)
+            .map(|i| put(i % 37 + (i / 50) * 100, i / 37 + 1, "k", &i.to_string()))
+            .collect();
         let run = || {
             let mut s = Snapshot::default();
             for (i, r) in reqs.iter().enumerate() {
@@ -390,12 +528,18 @@ mod tests {
         // JSON keys; the replica's bincode round trip is its own test).
         let bytes = serde_json::to_vec(&a.sessions).expect("serialize");
         assert_eq!(bytes, serde_json::to_vec(&b.sessions).expect("serialize"));
-        let back = Snapshot { sessions: serde_json::from_slice(&bytes).expect("deserialize"), ..a.clone() };
+        let back = Snapshot {
+            sessions: serde_json::from_slice(&bytes).expect("deserialize"),
+            ..a.clone()
+        };
         assert_eq!(back, a);
         assert!(back.sessions.is_consistent());
         // Both continue alike after the round trip.
         let (mut a, mut back) = (a, back);
-        assert_eq!(step(&mut a, &put(5000, 1, "q", "1"), bounded(5)), step(&mut back, &put(5000, 1, "q", "1"), bounded(5)));
+        assert_eq!(
+            step(&mut a, &put(5000, 1, "q", "1"), bounded(5)),
+            step(&mut back, &put(5000, 1, "q", "1"), bounded(5))
+        );
         assert_eq!(a, back);
     }
 
@@ -465,15 +609,43 @@ mod tests {
     fn register_assigns_ids_in_order_with_a_session_at_seq_0() {
         let mut s = Snapshot::default();
         assert_eq!(register(&mut s, 77, bounded(4)), BASE);
-        assert_eq!(register(&mut s, 77, bounded(4)), BASE + 1, "a resent register wastes an id");
+        assert_eq!(
+            register(&mut s, 77, bounded(4)),
+            BASE + 1,
+            "a resent register wastes an id"
+        );
         assert_eq!(s.sessions.registered(), 2);
-        assert_eq!(s.sessions.get(&BASE), Some(&Session { seq: 0, reply: Reply::Registered { client: BASE }, slot: Slot(1) }));
+        assert_eq!(
+            s.sessions.get(&BASE),
+            Some(&Session {
+                seq: 0,
+                reply: Reply::Registered { client: BASE },
+                slot: Slot(1)
+            })
+        );
         assert!(s.sessions.get(&77).is_none(), "the nonce takes no session");
         // The first request of the assigned id runs under its session.
-        assert_eq!(step(&mut s, &put(BASE, 1, "k", "a"), bounded(4)), Outcome::Applied(Reply::Done));
-        assert_eq!(step(&mut s, &put(BASE, 1, "k", "b"), bounded(4)), Outcome::Duplicate(Reply::Done));
-        assert_eq!(s.sessions_summary(bounded(4)), SessionsSummary { clients: 2, seq_sum: 1, limit: Some(4) });
-        assert_eq!(s.sessions_summary(Bounds::UNBOUNDED).limit, None, "no bound, no limit in traces");
+        assert_eq!(
+            step(&mut s, &put(BASE, 1, "k", "a"), bounded(4)),
+            Outcome::Applied(Reply::Done)
+        );
+        assert_eq!(
+            step(&mut s, &put(BASE, 1, "k", "b"), bounded(4)),
+            Outcome::Duplicate(Reply::Done)
+        );
+        assert_eq!(
+            s.sessions_summary(bounded(4)),
+            SessionsSummary {
+                clients: 2,
+                seq_sum: 1,
+                limit: Some(4)
+            }
+        );
+        assert_eq!(
+            s.sessions_summary(Bounds::UNBOUNDED).limit,
+            None,
+            "no bound, no limit in traces"
+        );
         // A register is never answered from the table.
         assert_eq!(s.lookup(77, 0, false), None);
         assert_eq!(s.lookup(77, 0, true), None);
@@ -484,7 +656,17 @@ mod tests {
         let mut s = Snapshot::default();
         let id = register(&mut s, 5, bounded(1));
         // The client's flagged resend of seq 1 executes first.
-        assert_eq!(step(&mut s, &Request { retry: true, ..put(id, 1, "k", "a") }, bounded(1)), Outcome::Applied(Reply::Done));
+        assert_eq!(
+            step(
+                &mut s,
+                &Request {
+                    retry: true,
+                    ..put(id, 1, "k", "a")
+                },
+                bounded(1)
+            ),
+            Outcome::Applied(Reply::Done)
+        );
         // Other clients evict it; registered ids leave no tombstone, and
         // however many are evicted, nothing is forgotten.
         for nonce in 100..120 {
@@ -495,7 +677,10 @@ mod tests {
         assert_eq!(s.sessions.forgotten(), 0);
         let before = s.clone();
         // The delayed unflagged original is chosen now: expired, not run.
-        assert_eq!(step(&mut s, &put(id, 1, "k", "b"), bounded(1)), Outcome::Expired);
+        assert_eq!(
+            step(&mut s, &put(id, 1, "k", "b"), bounded(1)),
+            Outcome::Expired
+        );
         assert_eq!(s.kv, before.kv);
         assert_eq!(s.sessions, before.sessions);
         assert_eq!(s.lookup(id, 1, false), Some(Outcome::Expired));
@@ -503,8 +688,14 @@ mod tests {
         // With the expiry of registered ids switched off (the injected
         // bug), the original runs a second time.
         let mut holed = before.clone();
-        let bugs = ExecBugs { registered_no_expiry: true, ..ExecBugs::default() };
-        assert_eq!(holed.execute_checked(&put(id, 1, "k", "b"), bounded(1), bugs), Outcome::Applied(Reply::Done));
+        let bugs = ExecBugs {
+            registered_no_expiry: true,
+            ..ExecBugs::default()
+        };
+        assert_eq!(
+            holed.execute_checked(&put(id, 1, "k", "b"), bounded(1), bugs),
+            Outcome::Applied(Reply::Done)
+        );
         assert!(s.sessions.is_consistent());
     }
 
@@ -513,25 +704,52 @@ mod tests {
         let mut s = Snapshot::default();
         let id = register(&mut s, 5, bounded(4));
         let before = s.clone();
-        assert_eq!(step(&mut s, &put(id + 1, 1, "k", "a"), bounded(4)), Outcome::Unknown);
-        assert_eq!(step(&mut s, &Request { retry: true, ..put(u64::MAX, 9, "k", "a") }, bounded(4)), Outcome::Unknown);
+        assert_eq!(
+            step(&mut s, &put(id + 1, 1, "k", "a"), bounded(4)),
+            Outcome::Unknown
+        );
+        assert_eq!(
+            step(
+                &mut s,
+                &Request {
+                    retry: true,
+                    ..put(u64::MAX, 9, "k", "a")
+                },
+                bounded(4)
+            ),
+            Outcome::Unknown
+        );
         assert_eq!(Outcome::Unknown.reply(), Reply::UnknownClient);
         assert!(Reply::UnknownClient.is_definite_rejection());
-        assert_eq!((s.kv.clone(), s.sessions.clone()), (before.kv, before.sessions));
+        assert_eq!(
+            (s.kv.clone(), s.sessions.clone()),
+            (before.kv, before.sessions)
+        );
         // The leader does not answer it early: the register that assigns
         // it may be in a slot it has not executed yet.
         assert_eq!(s.lookup(id + 1, 1, false), None);
-        assert!(s.sessions.first_request_takes_session(id + 1), "a read of it goes through the log");
+        assert!(
+            s.sessions.first_request_takes_session(id + 1),
+            "a read of it goes through the log"
+        );
         // Once assigned, it is a client like any other.
         assert_eq!(register(&mut s, 6, bounded(4)), id + 1);
-        assert_eq!(step(&mut s, &put(id + 1, 1, "k", "a"), bounded(4)), Outcome::Applied(Reply::Done));
+        assert_eq!(
+            step(&mut s, &put(id + 1, 1, "k", "a"), bounded(4)),
+            Outcome::Applied(Reply::Done)
+        );
     }
 
     #[test]
     fn malformed_registers_and_seq_0_requests_are_no_ops_with_a_definite_reply() {
         let mut s = Snapshot::default();
         let bad = [
-            Request { client: 3, seq: 1, op: Op::Register, retry: false },
+            Request {
+                client: 3,
+                seq: 1,
+                op: Op::Register,
+                retry: false,
+            },
             Request::register(BASE, false),
             Request::register(u64::MAX, true),
             put(3, 0, "k", "a"),
@@ -541,7 +759,13 @@ mod tests {
             assert!(r.malformed().is_some(), "{r:?}");
             assert_eq!(step(&mut s, r, bounded(2)), Outcome::Malformed, "{r:?}");
         }
-        assert_eq!(s, Snapshot { last_executed: Slot(bad.len() as u64), ..Snapshot::default() });
+        assert_eq!(
+            s,
+            Snapshot {
+                last_executed: Slot(bad.len() as u64),
+                ..Snapshot::default()
+            }
+        );
         assert!(Reply::Malformed.is_definite_rejection());
         assert_eq!(Request::register(BASE - 1, true).malformed(), None);
         assert_eq!(put(3, 1, "k", "a").malformed(), None);
@@ -558,18 +782,30 @@ mod tests {
         // The kv map's byte keys are not JSON keys: the table round-trips
         // on its own (the replica's bincode round trip is its own test).
         let bytes = serde_json::to_vec(&s.sessions).expect("serialize");
-        let mut back = Snapshot { sessions: serde_json::from_slice(&bytes).expect("deserialize"), ..s.clone() };
+        let mut back = Snapshot {
+            sessions: serde_json::from_slice(&bytes).expect("deserialize"),
+            ..s.clone()
+        };
         assert_eq!(back, s);
         assert_eq!(back.sessions.registered(), 5);
         // The restored table goes on assigning after the last id, and
         // still expires the evicted ones.
         assert_eq!(register(&mut back, 9, bounded(2)), BASE + 5);
-        assert_eq!(step(&mut back, &put(BASE, 1, "k", "b"), bounded(2)), Outcome::Expired);
+        assert_eq!(
+            step(&mut back, &put(BASE, 1, "k", "b"), bounded(2)),
+            Outcome::Expired
+        );
         // A table that claims a session for an id beyond its counter does
         // not deserialize.
-        let bad = format!(r#"{{"sessions":{{"{}":{{"seq":0,"reply":"Done","slot":1}}}},"tombstones":[],"forgotten":0,"registered":0}}"#, BASE);
+        let bad = format!(
+            r#"{{"sessions":{{"{}":{{"seq":0,"reply":"Done","slot":1}}}},"tombstones":[],"forgotten":0,"registered":0}}"#,
+            BASE
+        );
         assert!(serde_json::from_str::<SessionTable>(&bad).is_err());
-        let buried = format!(r#"{{"sessions":{{}},"tombstones":[{}],"forgotten":0,"registered":1}}"#, BASE);
+        let buried = format!(
+            r#"{{"sessions":{{}},"tombstones":[{}],"forgotten":0,"registered":1}}"#,
+            BASE
+        );
         assert!(serde_json::from_str::<SessionTable>(&buried).is_err());
     }
 
@@ -616,7 +852,10 @@ mod tests {
                         if !resend || *seq == 0 {
                             *seq += 1;
                         }
-                        Request { retry: resend, ..put(*id, *seq, "k", &format!("{id}/{seq}")) }
+                        Request {
+                            retry: resend,
+                            ..put(*id, *seq, "k", &format!("{id}/{seq}"))
+                        }
                     }
                 },
                 Act::Replay(i) if !sent.is_empty() => sent[i % sent.len()].clone(),
@@ -635,7 +874,9 @@ mod tests {
                         ids[c] = Some((*client, 0));
                     }
                 }
-                (_, Outcome::Applied(_)) if req.client >= BASE && !executed.insert((req.client, req.seq)) => {
+                (_, Outcome::Applied(_))
+                    if req.client >= BASE && !executed.insert((req.client, req.seq)) =>
+                {
                     return Err(format!("({}, {}) ran twice", req.client, req.seq));
                 }
                 (_, Outcome::Expired) => {
@@ -646,7 +887,9 @@ mod tests {
                         }
                     }
                 }
-                (_, Outcome::Unknown | Outcome::Malformed) => return Err(format!("{req:?} refused: {out:?}")),
+                (_, Outcome::Unknown | Outcome::Malformed) => {
+                    return Err(format!("{req:?} refused: {out:?}"))
+                }
                 _ => {}
             }
             if s.sessions.len() > bounds.sessions.max(1) || !s.sessions.is_consistent() {
@@ -660,9 +903,18 @@ mod tests {
     fn the_registered_schedule_check_catches_registered_ids_without_expiry() {
         // Client 0 registers, sends seq 1; client 1's registers evict it;
         // seq 1 is chosen again.
-        let acts = [Act::Register(0, false), Act::Send(0, false), Act::Register(1, false), Act::Register(1, false), Act::Replay(1)];
+        let acts = [
+            Act::Register(0, false),
+            Act::Send(0, false),
+            Act::Register(1, false),
+            Act::Register(1, false),
+            Act::Replay(1),
+        ];
         assert!(run_registered(&acts, bounded(1), ExecBugs::default()).is_ok());
-        let bugs = ExecBugs { registered_no_expiry: true, ..ExecBugs::default() };
+        let bugs = ExecBugs {
+            registered_no_expiry: true,
+            ..ExecBugs::default()
+        };
         assert!(run_registered(&acts, bounded(1), bugs).is_err());
     }
 

@@ -37,7 +37,8 @@ pub struct SessionsSummary {
 impl std::fmt::Debug for SessionsSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut d = f.debug_struct("SessionsSummary");
-        d.field("clients", &self.clients).field("seq_sum", &self.seq_sum);
+        d.field("clients", &self.clients)
+            .field("seq_sum", &self.seq_sum);
         if let Some(limit) = self.limit {
             d.field("limit", &limit);
         }
@@ -68,9 +69,19 @@ pub struct SlotSummary {
 #[serde(tag = "action")]
 pub enum Action {
     /// Election timer expired: new ballot, Prepare sent to all.
-    StartElection { ballot: Ballot },
-    HandlePrepare { from: ReplicaId, ballot: Ballot, ok: bool },
-    HandlePromise { from: ReplicaId, ballot: Ballot, ok: bool },
+    StartElection {
+        ballot: Ballot,
+    },
+    HandlePrepare {
+        from: ReplicaId,
+        ballot: Ballot,
+        ok: bool,
+    },
+    HandlePromise {
+        from: ReplicaId,
+        ballot: Ballot,
+        ok: bool,
+    },
     /// Majority of promises: snapshot installed if one was ahead, logs merged,
     /// gaps filled with no-ops, merged slots replayed at the new ballot.
     BecomeLeader {
@@ -82,13 +93,37 @@ pub enum Action {
         /// installed, before the replayed slots execute.
         sessions: SessionsSummary,
     },
-    Propose { slot: Slot, value: ValueIds },
-    HandleAccept { from: ReplicaId, ballot: Ballot, slot: Slot, ok: bool, value: ValueIds },
-    HandleAccepted { from: ReplicaId, ballot: Ballot, slot: Slot, ok: bool, committed: bool },
+    Propose {
+        slot: Slot,
+        value: ValueIds,
+    },
+    HandleAccept {
+        from: ReplicaId,
+        ballot: Ballot,
+        slot: Slot,
+        ok: bool,
+        value: ValueIds,
+    },
+    HandleAccepted {
+        from: ReplicaId,
+        ballot: Ballot,
+        slot: Slot,
+        ok: bool,
+        committed: bool,
+    },
     /// `applied`: how many requests of the value were executed (not
     /// answered as duplicates or stale); `sessions`: the table after.
-    Execute { slot: Slot, value: ValueIds, applied: u32, sessions: SessionsSummary },
-    SendHeartbeat { ballot: Ballot, last_executed: Slot, global_last_executed: Slot },
+    Execute {
+        slot: Slot,
+        value: ValueIds,
+        applied: u32,
+        sessions: SessionsSummary,
+    },
+    SendHeartbeat {
+        ballot: Ballot,
+        last_executed: Slot,
+        global_last_executed: Slot,
+    },
     /// Follower side: `committed` are the slots this heartbeat committed.
     HandleHeartbeat {
         from: ReplicaId,
@@ -98,63 +133,135 @@ pub enum Action {
         ok: bool,
         committed: Vec<Slot>,
     },
-    HandleHeartbeatReply { from: ReplicaId, ballot: Ballot, ok: bool, last_executed: Slot },
-    Trim { up_to: Slot },
-    SendCatchUp { to: ReplicaId, slots: Vec<Slot>, snapshot: bool },
-    HandleCatchUp { from: ReplicaId, ballot: Ballot, slots: Vec<Slot> },
-    InstallSnapshot { from: ReplicaId, last_executed: Slot, sessions: SessionsSummary },
+    HandleHeartbeatReply {
+        from: ReplicaId,
+        ballot: Ballot,
+        ok: bool,
+        last_executed: Slot,
+    },
+    Trim {
+        up_to: Slot,
+    },
+    SendCatchUp {
+        to: ReplicaId,
+        slots: Vec<Slot>,
+        snapshot: bool,
+    },
+    HandleCatchUp {
+        from: ReplicaId,
+        ballot: Ballot,
+        slots: Vec<Slot>,
+    },
+    InstallSnapshot {
+        from: ReplicaId,
+        last_executed: Slot,
+        sessions: SessionsSummary,
+    },
     /// A higher ballot was seen and adopted (persisted); a leader or
     /// candidate becomes follower. With the replica's own ballot: a leader
     /// that lost contact with a majority stepped down (check quorum).
-    StepDown { ballot: Ballot },
+    StepDown {
+        ballot: Ballot,
+    },
     /// Everything persisted up to `token` is durable: the messages held
     /// for it are sent now (and the leader's own votes counted).
-    Persisted { token: u64 },
+    Persisted {
+        token: u64,
+    },
     /// Restarted from durable state; `sessions`: the recovered table.
-    Recover { sessions: SessionsSummary },
+    Recover {
+        sessions: SessionsSummary,
+    },
     /// GC coordination (`docs/protocol.md`). The driver reported a
     /// collection due, with `headroom` bytes left before it must collect.
-    GcDue { headroom: u64 },
+    GcDue {
+        headroom: u64,
+    },
     /// A follower due for a collection asked its leader `to` for a grant.
-    RequestGc { to: ReplicaId, ballot: Ballot },
+    RequestGc {
+        to: ReplicaId,
+        ballot: Ballot,
+    },
     /// Leader: a follower asked to collect; granted now or queued.
-    HandleGcRequest { from: ReplicaId, ballot: Ballot, granted: bool },
+    HandleGcRequest {
+        from: ReplicaId,
+        ballot: Ballot,
+        granted: bool,
+    },
     /// Leader: a grant was given to `to` (from the queue, or at once).
-    GrantGc { to: ReplicaId, ballot: Ballot },
+    GrantGc {
+        to: ReplicaId,
+        ballot: Ballot,
+    },
     /// A grant of the leader of `ballot` arrived.
-    HandleGcGrant { from: ReplicaId, ballot: Ballot },
+    HandleGcGrant {
+        from: ReplicaId,
+        ballot: Ballot,
+    },
     /// The replica starts collecting: under a grant, or not (coordination
     /// off, no grant in time, no headroom left).
-    Collect { granted: bool },
+    Collect {
+        granted: bool,
+    },
     /// The collection is over.
     GcDone,
     /// Leader: a follower's collection is over (or its grant expired).
-    HandleGcDone { from: ReplicaId, ballot: Ballot, expired: bool },
+    HandleGcDone {
+        from: ReplicaId,
+        ballot: Ballot,
+        expired: bool,
+    },
     /// Leader due for a collection: hands leadership to `to` and steps down.
-    TransferLeadership { to: ReplicaId, ballot: Ballot },
+    TransferLeadership {
+        to: ReplicaId,
+        ballot: Ballot,
+    },
     /// An `Accept` of the leader of `ballot` carried its last executed
     /// (`Config::commit_on_accept`): `committed` as a heartbeat's would.
     /// `slot` is the Accept's.
-    LearnCommit { from: ReplicaId, ballot: Ballot, slot: Slot, leader_last_executed: Slot, committed: Vec<Slot> },
+    LearnCommit {
+        from: ReplicaId,
+        ballot: Ballot,
+        slot: Slot,
+        leader_last_executed: Slot,
+        committed: Vec<Slot>,
+    },
     /// `Config::gc_handoff_promise`: as `TransferLeadership`, and the
     /// leader of `ballot` adopted `promised`, `to`'s next ballot, whose
     /// promise `TimeoutNow` carries (traced after the step: its state is
     /// the follower's at `promised`).
-    TransferWithPromise { to: ReplicaId, ballot: Ballot, promised: Ballot },
+    TransferWithPromise {
+        to: ReplicaId,
+        ballot: Ballot,
+        promised: Ballot,
+    },
     /// The leader of `ballot` asked this follower to start an election.
-    HandleTimeoutNow { from: ReplicaId, ballot: Ballot },
+    HandleTimeoutNow {
+        from: ReplicaId,
+        ballot: Ballot,
+    },
     /// Pre-vote (`Config::pre_vote`): the election timer expired; the
     /// replica asks the others about `ballot`, the ballot it would use,
     /// without raising (or persisting) its own. It follows no leader now.
-    StartPreVote { ballot: Ballot },
+    StartPreVote {
+        ballot: Ballot,
+    },
     /// A pre-vote for `ballot` was answered: `ok` if `ballot` is above the
     /// replica's own and it has not heard from a live leader within an
     /// election timeout (a leader never grants one).
-    HandlePreVote { from: ReplicaId, ballot: Ballot, ok: bool },
+    HandlePreVote {
+        from: ReplicaId,
+        ballot: Ballot,
+        ok: bool,
+    },
     /// A pre-vote for the replica's current round was counted (`ok`), or a
     /// refusal arrived (followed by `StepDown` if it carried a higher
     /// ballot).
-    HandlePreVoteReply { from: ReplicaId, ballot: Ballot, ok: bool },
+    HandlePreVoteReply {
+        from: ReplicaId,
+        ballot: Ballot,
+        ok: bool,
+    },
 }
 
 /// The replica's state after the step, compared by the trace spec.

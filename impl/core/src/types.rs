@@ -78,7 +78,12 @@ impl Ballot {
         if candidate > above {
             Ballot(candidate)
         } else {
-            Ballot((above / 256).saturating_add(1).saturating_mul(256).saturating_add(id as u64))
+            Ballot(
+                (above / 256)
+                    .saturating_add(1)
+                    .saturating_mul(256)
+                    .saturating_add(id as u64),
+            )
         }
     }
 }
@@ -115,12 +120,23 @@ pub fn next_ballot(above: Ballot, id: ReplicaId) -> Ballot {
 /// A key-value operation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
-    Get { key: Bytes },
-    Put { key: Bytes, value: Bytes },
-    Del { key: Bytes },
+    Get {
+        key: Bytes,
+    },
+    Put {
+        key: Bytes,
+        value: Bytes,
+    },
+    Del {
+        key: Bytes,
+    },
     /// Compare-and-set: succeeds if the current value equals `from`
     /// (`None` = absent), then sets `to`.
-    Cas { key: Bytes, from: Option<Bytes>, to: Bytes },
+    Cas {
+        key: Bytes,
+        from: Option<Bytes>,
+        to: Bytes,
+    },
     /// Asks the log for a client id (`Reply::Registered`). Sent as
     /// `Request { client: nonce, seq: 0, .. }`: the nonce (below
     /// `REGISTERED_BASE`) only routes the reply and has no session. Last
@@ -159,18 +175,32 @@ pub struct Request {
 impl Request {
     /// A first attempt (not a retry).
     pub fn new(client: ClientId, seq: Seq, op: Op) -> Request {
-        Request { client, seq, op, retry: false }
+        Request {
+            client,
+            seq,
+            op,
+            retry: false,
+        }
     }
 
     /// How traces name it.
     pub fn id(&self) -> RequestId {
-        RequestId { client: self.client, seq: self.seq, retry: self.retry }
+        RequestId {
+            client: self.client,
+            seq: self.seq,
+            retry: self.retry,
+        }
     }
 
     /// A registration request under routing id `nonce` (below
     /// `REGISTERED_BASE`), flagged a retry or not.
     pub fn register(nonce: ClientId, retry: bool) -> Request {
-        Request { client: nonce, seq: 0, op: Op::Register, retry }
+        Request {
+            client: nonce,
+            seq: 0,
+            op: Op::Register,
+            retry,
+        }
     }
 
     /// Why the request is malformed, if it is: seq 0 is reserved for
@@ -179,7 +209,9 @@ impl Request {
     /// log all the same.
     pub fn malformed(&self) -> Option<&'static str> {
         match (&self.op, self.seq) {
-            (Op::Register, 0) if self.client >= REGISTERED_BASE => Some("register nonce not below 2^63"),
+            (Op::Register, 0) if self.client >= REGISTERED_BASE => {
+                Some("register nonce not below 2^63")
+            }
             (Op::Register, 0) => None,
             (Op::Register, _) => Some("register with seq other than 0"),
             (_, 0) => Some("seq 0 is reserved for register"),
@@ -250,10 +282,17 @@ impl<'de> Deserialize<'de> for RequestId {
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("[client, seq] or [client, seq, retry]")
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<RequestId, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<RequestId, A::Error> {
                 use serde::de::Error;
-                let client = a.next_element()?.ok_or_else(|| A::Error::invalid_length(0, &self))?;
-                let seq = a.next_element()?.ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let client = a
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let seq = a
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
                 let retry = a.next_element()?.unwrap_or(false);
                 Ok(RequestId { client, seq, retry })
             }
@@ -296,7 +335,14 @@ pub enum Reply {
 impl Reply {
     /// Whether the request is known not to have been executed, and never will be.
     pub fn is_definite_rejection(&self) -> bool {
-        matches!(self, Reply::Redirect { .. } | Reply::Busy | Reply::Stale | Reply::UnknownClient | Reply::Malformed)
+        matches!(
+            self,
+            Reply::Redirect { .. }
+                | Reply::Busy
+                | Reply::Stale
+                | Reply::UnknownClient
+                | Reply::Malformed
+        )
     }
 }
 
@@ -389,11 +435,24 @@ mod tests {
         let mut h = Words(Vec::new());
         Slot(7).hash(&mut h);
         Ballot(513).hash(&mut h);
-        assert_eq!(h.0, vec![7, 513], "the simulator's trace hash sees the same words as for a u64");
-        assert_eq!(format!("{} {:?} {:?}", Slot(7), Ballot(513), Some(Slot(2))), "7 513 Some(2)");
-        assert_eq!(Slot::between(Slot(3), Slot(5)).collect::<Vec<_>>(), vec![Slot(3), Slot(4), Slot(5)]);
+        assert_eq!(
+            h.0,
+            vec![7, 513],
+            "the simulator's trace hash sees the same words as for a u64"
+        );
+        assert_eq!(
+            format!("{} {:?} {:?}", Slot(7), Ballot(513), Some(Slot(2))),
+            "7 513 Some(2)"
+        );
+        assert_eq!(
+            Slot::between(Slot(3), Slot(5)).collect::<Vec<_>>(),
+            vec![Slot(3), Slot(4), Slot(5)]
+        );
         assert_eq!(Slot(9) - Slot(4), 5);
-        assert_eq!(serde_json::to_string(&(Slot(7), Ballot(513))).unwrap(), "[7,513]");
+        assert_eq!(
+            serde_json::to_string(&(Slot(7), Ballot(513))).unwrap(),
+            "[7,513]"
+        );
         assert_eq!(serde_json::from_str::<Ballot>("513").unwrap(), Ballot(513));
     }
 }

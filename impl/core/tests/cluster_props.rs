@@ -47,7 +47,13 @@ fn run(seed: u64, steps: Vec<Step>) -> Result<Cluster, TestCaseError> {
 
 /// `run`, with pre-vote on or off (`Config::pre_vote`).
 fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, TestCaseError> {
-    let mut c = Cluster::new(Config { pre_vote, ..test_config(3) }, seed);
+    let mut c = Cluster::new(
+        Config {
+            pre_vote,
+            ..test_config(3)
+        },
+        seed,
+    );
     let mut sent: Vec<(ReplicaId, Request)> = Vec::new();
     for s in steps {
         match s {
@@ -59,7 +65,11 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
             Step::Request(r, write) => {
                 let client = 1_000 + sent.len() as u64;
                 let key = format!("k{}", client % 3);
-                let req = if write { put(client, 1, &key, &client.to_string()) } else { get(client, 1, &key) };
+                let req = if write {
+                    put(client, 1, &key, &client.to_string())
+                } else {
+                    get(client, 1, &key)
+                };
                 sent.push((r, req.clone()));
                 c.input(r, Input::Request(req));
             }
@@ -103,7 +113,11 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
     prop_assert!(c.leader().is_some(), "a leader after healing");
     let les: BTreeSet<Slot> = c.nodes.iter().map(|n| n.replica.last_executed()).collect();
     prop_assert_eq!(les.len(), 1, "all replicas caught up: {:?}", les);
-    let digests: BTreeSet<u64> = c.nodes.iter().map(|n| n.replica.executed_digest()).collect();
+    let digests: BTreeSet<u64> = c
+        .nodes
+        .iter()
+        .map(|n| n.replica.executed_digest())
+        .collect();
     prop_assert_eq!(digests.len(), 1);
 
     // Every request was answered, and every answer to one write is the same
@@ -117,9 +131,19 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
             .map(|r| format!("{:?}", r.3))
             .collect();
         if matches!(req.op, Op::Get { .. }) {
-            prop_assert!(!answers.is_empty(), "read {:?} never answered", (req.client, req.seq));
+            prop_assert!(
+                !answers.is_empty(),
+                "read {:?} never answered",
+                (req.client, req.seq)
+            );
         } else {
-            prop_assert_eq!(answers.len(), 1, "request {:?}: answers {:?}", (req.client, req.seq), answers);
+            prop_assert_eq!(
+                answers.len(),
+                1,
+                "request {:?}: answers {:?}",
+                (req.client, req.seq),
+                answers
+            );
         }
     }
     // Every acknowledged write is in the final state unless a later write
@@ -127,7 +151,9 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
     let kv = &c.nodes[0].replica.state_machine().kv;
     for (_, req) in &sent {
         if let Op::Put { key, value } = &req.op {
-            let current = kv.get(key).expect("an acknowledged put leaves its key present");
+            let current = kv
+                .get(key)
+                .expect("an acknowledged put leaves its key present");
             let _ = value;
             prop_assert!(!current.is_empty());
         }
@@ -178,16 +204,28 @@ proptest! {
 fn random_schedules_pass_and_give_traces_for_conformance() {
     use proptest::strategy::{Strategy, ValueTree};
     let dir = std::env::var_os("STUTTER_TRACE_DIR").map(std::path::PathBuf::from);
-    let cases: usize = std::env::var("STUTTER_TRACE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let cases: usize = std::env::var("STUTTER_TRACE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     let strategy = (0u64..1_000, proptest::collection::vec(step(), 1..400));
     let mut runner = proptest::test_runner::TestRunner::deterministic();
     for case in 0..cases {
         let (seed, steps) = strategy.new_tree(&mut runner).unwrap().current();
         let n = steps.len();
-        let c = run(seed, steps).unwrap_or_else(|e| panic!("case {case} (seed {seed}, {n} steps): {e}"));
+        let c = run(seed, steps)
+            .unwrap_or_else(|e| panic!("case {case} (seed {seed}, {n} steps): {e}"));
         if let Some(dir) = &dir {
-            let text: String = c.trace.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
-            std::fs::write(dir.join(format!("schedule-{case:02}-seed{seed}.ndjson")), text).unwrap();
+            let text: String = c
+                .trace
+                .iter()
+                .map(|e| serde_json::to_string(e).unwrap() + "\n")
+                .collect();
+            std::fs::write(
+                dir.join(format!("schedule-{case:02}-seed{seed}.ndjson")),
+                text,
+            )
+            .unwrap();
         }
     }
 }
@@ -218,7 +256,9 @@ fn leader_crash_then_new_leader_keeps_acknowledged_writes() {
         c.input(l, Input::Request(put(i + 1, 1, &format!("k{i}"), "v")));
         c.run_fair(20);
     }
-    let acked: Vec<u64> = (1..=10).filter(|cl| c.reply_for(*cl, 1).is_some()).collect();
+    let acked: Vec<u64> = (1..=10)
+        .filter(|cl| c.reply_for(*cl, 1).is_some())
+        .collect();
     assert_eq!(acked.len(), 10);
     c.crash(l);
     c.run_fair(3_000);
@@ -227,7 +267,10 @@ fn leader_crash_then_new_leader_keeps_acknowledged_writes() {
     for i in 0..10u64 {
         c.input(l2, Input::Request(get(100 + i, 1, &format!("k{i}"))));
         c.run_fair(50);
-        assert_eq!(c.reply_for(100 + i, 1), Some(&Reply::Value(Some("v".into()))));
+        assert_eq!(
+            c.reply_for(100 + i, 1),
+            Some(&Reply::Value(Some("v".into())))
+        );
     }
     assert!(c.violations.is_empty(), "{:?}", c.violations);
 }
@@ -238,17 +281,60 @@ fn leader_crash_then_new_leader_keeps_acknowledged_writes() {
 fn regression_unanswered_request_after_crashes() {
     use Step::*;
     let steps = vec![
-        Tick(78), Tick(192), Crash(1), Deliver(0), Tick(146), Tick(19), Deliver(0), Deliver(0),
-        Deliver(0), Deliver(0), Tick(132), Deliver(0), Tick(157), Deliver(0), Tick(84), Tick(45),
-        Restart(1), Tick(134), Sync(1), Deliver(0), Deliver(0), Deliver(0), Deliver(0), Crash(0),
-        Tick(44), Crash(2), Deliver(0), Deliver(0), Deliver(0), Deliver(0), Deliver(0),
-        Duplicate(1539227), Deliver(12311732280429858696), Restart(0), Deliver(6854501004285151401),
-        Deliver(8907893752946246823), Deliver(18194848066775182383), Tick(105),
-        Deliver(3440341376110776268), Sync(1), Deliver(12717669186053159988), Sync(0),
-        Deliver(15319647180250381815), Deliver(16970923553302759251), Deliver(5738351680283707679),
-        Crash(0), Request(1, true), Deliver(10386368100759378520), Drop(14005194680553895616),
-        Deliver(12517006152896621841), Deliver(2303965534885053020), Drop(7460216607288897209),
-        Deliver(8867583883831642577), Deliver(15054323239094248333),
+        Tick(78),
+        Tick(192),
+        Crash(1),
+        Deliver(0),
+        Tick(146),
+        Tick(19),
+        Deliver(0),
+        Deliver(0),
+        Deliver(0),
+        Deliver(0),
+        Tick(132),
+        Deliver(0),
+        Tick(157),
+        Deliver(0),
+        Tick(84),
+        Tick(45),
+        Restart(1),
+        Tick(134),
+        Sync(1),
+        Deliver(0),
+        Deliver(0),
+        Deliver(0),
+        Deliver(0),
+        Crash(0),
+        Tick(44),
+        Crash(2),
+        Deliver(0),
+        Deliver(0),
+        Deliver(0),
+        Deliver(0),
+        Deliver(0),
+        Duplicate(1539227),
+        Deliver(12311732280429858696),
+        Restart(0),
+        Deliver(6854501004285151401),
+        Deliver(8907893752946246823),
+        Deliver(18194848066775182383),
+        Tick(105),
+        Deliver(3440341376110776268),
+        Sync(1),
+        Deliver(12717669186053159988),
+        Sync(0),
+        Deliver(15319647180250381815),
+        Deliver(16970923553302759251),
+        Deliver(5738351680283707679),
+        Crash(0),
+        Request(1, true),
+        Deliver(10386368100759378520),
+        Drop(14005194680553895616),
+        Deliver(12517006152896621841),
+        Deliver(2303965534885053020),
+        Drop(7460216607288897209),
+        Deliver(8867583883831642577),
+        Deliver(15054323239094248333),
     ];
     run(190, steps).unwrap();
 }

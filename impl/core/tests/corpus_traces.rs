@@ -23,16 +23,25 @@ use common::*;
 use stutter_core::*;
 
 fn corpus_file(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../traces").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../traces")
+        .join(rel)
 }
 
 fn ndjson(trace: &[TraceEvent]) -> String {
-    trace.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect()
+    trace
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect()
 }
 
 /// Judges `trace` with `situation`, then the stored corpus file (or writes
 /// it): the file must parse as trace events and pass the same judgement.
-fn matches_corpus(rel: &str, trace: &[TraceEvent], situation: impl Fn(&[TraceEvent]) -> Result<(), String>) {
+fn matches_corpus(
+    rel: &str,
+    trace: &[TraceEvent],
+    situation: impl Fn(&[TraceEvent]) -> Result<(), String>,
+) {
     if let Err(e) = situation(trace) {
         panic!("the schedule no longer reaches its situation: {e}");
     }
@@ -70,7 +79,10 @@ fn matches_corpus(rel: &str, trace: &[TraceEvent], situation: impl Fn(&[TraceEve
 /// that proposed it.
 fn proposed_slot(trace: &[TraceEvent], client: u64, seq: u64) -> Option<(ReplicaId, Slot)> {
     trace.iter().find_map(|e| match &e.action {
-        Action::Propose { slot, value: Some(ids) } if ids.iter().any(|id| id.key() == (client, seq)) => Some((e.replica, *slot)),
+        Action::Propose {
+            slot,
+            value: Some(ids),
+        } if ids.iter().any(|id| id.key() == (client, seq)) => Some((e.replica, *slot)),
         _ => None,
     })
 }
@@ -78,7 +90,9 @@ fn proposed_slot(trace: &[TraceEvent], client: u64, seq: u64) -> Option<(Replica
 /// The situation of `gap_at_election` read from a trace: the old leader,
 /// the two slots it proposed, the position of the new leader's
 /// `BecomeLeader` and the entries it replayed.
-fn gap_situation(trace: &[TraceEvent]) -> Result<(ReplicaId, Slot, Slot, usize, Vec<SlotSummary>), String> {
+fn gap_situation(
+    trace: &[TraceEvent],
+) -> Result<(ReplicaId, Slot, Slot, usize, Vec<SlotSummary>), String> {
     let (old, s1) = proposed_slot(trace, 1, 1).ok_or("no Propose of request (1, 1)")?;
     let (old2, s2) = proposed_slot(trace, 2, 1).ok_or("no Propose of request (2, 1)")?;
     if old != old2 || s1 >= s2 {
@@ -99,11 +113,22 @@ fn gap_situation(trace: &[TraceEvent]) -> Result<(ReplicaId, Slot, Slot, usize, 
 /// The new leader replayed the gap `s1` as a no-op and `s2` with its request.
 fn gap_filled(trace: &[TraceEvent]) -> Result<(), String> {
     let (_, s1, s2, _, entries) = gap_situation(trace)?;
-    let at = |s: Slot| entries.iter().find(|e| e.slot == s).map(|e| e.value.clone());
+    let at = |s: Slot| {
+        entries
+            .iter()
+            .find(|e| e.slot == s)
+            .map(|e| e.value.clone())
+    };
     if at(s1) != Some(None) {
         return Err(format!("the gap was not filled with a no-op: {entries:?}"));
     }
-    if at(s2) != Some(Some(vec![RequestId { client: 2, seq: 1, retry: false }])) {
+    if at(s2)
+        != Some(Some(vec![RequestId {
+            client: 2,
+            seq: 1,
+            retry: false,
+        }]))
+    {
         return Err(format!("the surviving slot was not replayed: {entries:?}"));
     }
     Ok(())
@@ -114,10 +139,15 @@ fn gap_filled(trace: &[TraceEvent]) -> Result<(), String> {
 fn gap_left_open(trace: &[TraceEvent]) -> Result<(), String> {
     let (_, s1, s2, at, entries) = gap_situation(trace)?;
     if entries.iter().any(|e| e.slot == s1) || !entries.iter().any(|e| e.slot == s2) {
-        return Err(format!("not a replay of slot {s2:?} with the gap {s1:?} left out: {entries:?}"));
+        return Err(format!(
+            "not a replay of slot {s2:?} with the gap {s1:?} left out: {entries:?}"
+        ));
     }
     if at + 1 != trace.len() {
-        return Err(format!("the trace goes on after the rejected step ({} events after it)", trace.len() - at - 1));
+        return Err(format!(
+            "the trace goes on after the rejected step ({} events after it)",
+            trace.len() - at - 1
+        ));
     }
     Ok(())
 }
@@ -137,15 +167,21 @@ fn gap_at_election(bug: Option<Bug>) -> (Cluster, Slot, Slot) {
 
     c.input(old, Input::Request(put(1, 1, "a", "1")));
     c.input(old, Input::Request(put(2, 1, "b", "2")));
-    let (s1, s2) = (proposed_slot(&c.trace, 1, 1).unwrap().1, proposed_slot(&c.trace, 2, 1).unwrap().1);
+    let (s1, s2) = (
+        proposed_slot(&c.trace, 1, 1).unwrap().1,
+        proposed_slot(&c.trace, 2, 1).unwrap().1,
+    );
     assert!(s1 < s2, "the two requests went into one slot");
 
     // Lose every Accept of s1; deliver the Accept of s2 to one follower.
-    c.net.retain(|m| !matches!(m.msg, Message::Accept { slot, .. } if slot == s1));
+    c.net
+        .retain(|m| !matches!(m.msg, Message::Accept { slot, .. } if slot == s1));
     let i = c
         .net
         .iter()
-        .position(|m| m.to == followers[0] && matches!(m.msg, Message::Accept { slot, .. } if slot == s2))
+        .position(|m| {
+            m.to == followers[0] && matches!(m.msg, Message::Accept { slot, .. } if slot == s2)
+        })
         .unwrap();
     c.deliver(i, false);
     c.sync(followers[0]);
@@ -162,8 +198,16 @@ fn election_fills_a_gap_with_a_noop() {
     let (c, _, s2) = gap_at_election(None);
     assert!(c.violations.is_empty(), "{:?}", c.violations);
     // Both slots end up executed everywhere the new leader reaches.
-    assert!(c.nodes.iter().filter(|n| n.up).all(|n| n.replica.last_executed() >= s2));
-    matches_corpus("valid/election-fills-gap-with-noop.ndjson", &c.trace, gap_filled);
+    assert!(c
+        .nodes
+        .iter()
+        .filter(|n| n.up)
+        .all(|n| n.replica.last_executed() >= s2));
+    matches_corpus(
+        "valid/election-fills-gap-with-noop.ndjson",
+        &c.trace,
+        gap_filled,
+    );
 }
 
 #[test]
@@ -171,10 +215,20 @@ fn skip_noop_fill_leaves_the_gap_open() {
     let (c, s1, _) = gap_at_election(Some(Bug::SkipNoopFill));
     // No safety checker notices: nothing executes past the gap, nothing disagrees.
     assert!(c.violations.is_empty(), "{:?}", c.violations);
-    assert!(c.nodes.iter().filter(|n| n.up).all(|n| n.replica.last_executed() < s1));
+    assert!(c
+        .nodes
+        .iter()
+        .filter(|n| n.up)
+        .all(|n| n.replica.last_executed() < s1));
     // Invalid corpus traces end at the step the spec must reject.
-    let end = gap_situation(&c.trace).map(|g| g.3).unwrap_or_else(|e| panic!("{e}"));
-    matches_corpus("invalid/skip-noop-fill.ndjson", &c.trace[..=end], gap_left_open);
+    let end = gap_situation(&c.trace)
+        .map(|g| g.3)
+        .unwrap_or_else(|e| panic!("{e}"));
+    matches_corpus(
+        "invalid/skip-noop-fill.ndjson",
+        &c.trace[..=end],
+        gap_left_open,
+    );
 }
 
 /// The judgement can fail: a stored trace whose new leader replayed the gap

@@ -11,8 +11,18 @@ use stutter_core::*;
 /// both ways for `for_time`, then healed. Returns (the leader before, the
 /// leader after, the highest ballot after, whether the cut replica ever
 /// raised its ballot).
-fn bridge(seed: u64, pre_vote: bool, for_time: Time) -> (ReplicaId, Option<ReplicaId>, Ballot, bool) {
-    let mut c = Cluster::new(Config { pre_vote, ..test_config(3) }, seed);
+fn bridge(
+    seed: u64,
+    pre_vote: bool,
+    for_time: Time,
+) -> (ReplicaId, Option<ReplicaId>, Ballot, bool) {
+    let mut c = Cluster::new(
+        Config {
+            pre_vote,
+            ..test_config(3)
+        },
+        seed,
+    );
     c.run_fair(1_000);
     let leader = c.leader().expect("a leader after a fault-free second");
     let ballot = c.nodes[leader as usize].replica.ballot();
@@ -24,7 +34,12 @@ fn bridge(seed: u64, pre_vote: bool, for_time: Time) -> (ReplicaId, Option<Repli
     c.cut.clear();
     c.run_fair(1_000);
     assert!(c.violations.is_empty(), "seed {seed}: {:?}", c.violations);
-    let top = c.nodes.iter().map(|n| n.replica.ballot()).max().unwrap_or(Ballot::ZERO);
+    let top = c
+        .nodes
+        .iter()
+        .map(|n| n.replica.ballot())
+        .max()
+        .unwrap_or(Ballot::ZERO);
     (leader, c.leader(), top, raised)
 }
 
@@ -32,13 +47,23 @@ fn bridge(seed: u64, pre_vote: bool, for_time: Time) -> (ReplicaId, Option<Repli
 fn with_pre_vote_a_bridge_partition_changes_no_leader_and_no_ballot() {
     for seed in 0..50 {
         let before = {
-            let mut c = Cluster::new(Config { pre_vote: true, ..test_config(3) }, seed);
+            let mut c = Cluster::new(
+                Config {
+                    pre_vote: true,
+                    ..test_config(3)
+                },
+                seed,
+            );
             c.run_fair(1_000);
             c.leader().map(|l| c.nodes[l as usize].replica.ballot())
         };
         let (leader, after, top, raised) = bridge(seed, true, 5_000);
         assert_eq!(after, Some(leader), "seed {seed}: the leader stays");
-        assert_eq!(Some(top), before, "seed {seed}: no ballot was raised anywhere");
+        assert_eq!(
+            Some(top),
+            before,
+            "seed {seed}: no ballot was raised anywhere"
+        );
         assert!(!raised, "seed {seed}");
     }
 }
@@ -61,13 +86,22 @@ fn without_pre_vote_the_cut_follower_raises_its_ballot_and_unseats_the_leader() 
 #[test]
 fn with_pre_vote_a_crashed_leader_is_replaced() {
     for seed in 0..50 {
-        let mut c = Cluster::new(Config { pre_vote: true, ..test_config(3) }, seed);
+        let mut c = Cluster::new(
+            Config {
+                pre_vote: true,
+                ..test_config(3)
+            },
+            seed,
+        );
         c.run_fair(1_000);
         let old = c.leader().expect("a leader");
         c.crash(old);
         c.run_fair(2_000);
         let new = c.leader();
-        assert!(new.is_some() && new != Some(old), "seed {seed}: {old} crashed, leader now {new:?}");
+        assert!(
+            new.is_some() && new != Some(old),
+            "seed {seed}: {old} crashed, leader now {new:?}"
+        );
         assert!(c.violations.is_empty(), "seed {seed}: {:?}", c.violations);
     }
 }

@@ -9,7 +9,12 @@ use crate::Time;
 
 /// Go 1.26, GOMAXPROCS=1: OS CPU of a whole forced cycle (mark and sweep)
 /// per MiB of live heap, at 16, 64, 256 and 1024 MiB live (medians).
-pub const GO_MARK_US_PER_MIB: [(f64, f64); 4] = [(16.0, 210.0), (64.0, 359.0), (256.0, 689.0), (1024.0, 1272.0)];
+pub const GO_MARK_US_PER_MIB: [(f64, f64); 4] = [
+    (16.0, 210.0),
+    (64.0, 359.0),
+    (256.0, 689.0),
+    (1024.0, 1272.0),
+];
 /// Fixed marking per cycle: none measurable beside the per-MiB cost.
 pub const GO_MARK_FIXED_US: f64 = 0.0;
 /// Stop-the-world phases at GOMAXPROCS=1, medians (wall µs).

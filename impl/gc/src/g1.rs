@@ -88,9 +88,15 @@ impl Default for G1Params {
 enum Old {
     Idle,
     /// Concurrent mark: CPU µs left.
-    Marking { remaining: f64, started: Time },
+    Marking {
+        remaining: f64,
+        started: Time,
+    },
     /// Mixed collections left, and old garbage each reclaims.
-    Mixed { left: u32, per_gc: f64 },
+    Mixed {
+        left: u32,
+        per_gc: f64,
+    },
 }
 
 pub(crate) struct G1Heap {
@@ -148,7 +154,9 @@ impl G1Heap {
 
     fn size_young(&mut self) {
         let h = self.heap_size();
-        self.young_target = self.young_room().clamp(self.p.young_min * h, self.p.young_max * h);
+        self.young_target = self
+            .young_room()
+            .clamp(self.p.young_min * h, self.p.young_max * h);
     }
 
     /// Concurrent GC threads (ConcGCThreads = max((ParallelGCThreads + 2) / 4, 1)).
@@ -178,7 +186,9 @@ impl G1Heap {
     }
 
     pub(crate) fn next_wakeup(&self) -> Option<Time> {
-        let Old::Marking { remaining, .. } = self.old else { return None };
+        let Old::Marking { remaining, .. } = self.old else {
+            return None;
+        };
         let rate = self.cores - self.mutator_cores();
         Some(self.last + (remaining / rate).ceil().max(1.0) as Time)
     }
@@ -201,7 +211,10 @@ impl G1Heap {
             let rate = self.cores - self.mutator_cores();
             let dt = (now - self.last) as f64;
             if rate * dt < remaining {
-                self.old = Old::Marking { remaining: remaining - rate * dt, started };
+                self.old = Old::Marking {
+                    remaining: remaining - rate * dt,
+                    started,
+                };
                 stats.background_us += rate * dt;
                 stats.spread(self.last, now, rate * dt);
             } else {
@@ -220,7 +233,10 @@ impl G1Heap {
         self.pause(now, self.p.cleanup_us, Phase::Cleanup, stats);
         let garbage = (self.old_used - self.old_live()).max(0.0);
         let n = self.p.mixed_count.max(1);
-        self.old = Old::Mixed { left: n, per_gc: garbage / n as f64 };
+        self.old = Old::Mixed {
+            left: n,
+            per_gc: garbage / n as f64,
+        };
     }
 
     /// Long-lived data in the old generation: everything live but what was
@@ -235,12 +251,18 @@ impl G1Heap {
         self.eden += a.bytes as f64;
         if self.eden >= self.young_target {
             self.young_collection(now, stats);
-        } else if self.coordinated && !self.due && !self.young_due && self.eden >= self.p.young_due * self.young_target {
+        } else if self.coordinated
+            && !self.due
+            && !self.young_due
+            && self.eden >= self.p.young_due * self.young_target
+        {
             // A young pause is tens of milliseconds at this heap's copy
             // cost: worth a round trip to schedule (Blade coordinates any
             // collection longer than the service's tolerance).
             self.young_due = true;
-            self.pending.push(Event::Due { headroom: (self.young_target - self.eden) as u64 });
+            self.pending.push(Event::Due {
+                headroom: (self.young_target - self.eden) as u64,
+            });
         }
         0
     }
@@ -268,11 +290,22 @@ impl G1Heap {
             // The regions chosen hold `per_gc` of garbage; their live part
             // is copied, in the proportion old data is live.
             let old_live = self.old_live();
-            let live_ratio = if self.old_used > 0.0 { (old_live / self.old_used).min(0.95) } else { 0.0 };
+            let live_ratio = if self.old_used > 0.0 {
+                (old_live / self.old_used).min(0.95)
+            } else {
+                0.0
+            };
             let copied = per_gc * live_ratio / (1.0 - live_ratio);
             cpu += cost(copied, self.p.copy_us_per_mib);
             self.old_used = (self.old_used - per_gc).max(old_live);
-            self.old = if left > 1 { Old::Mixed { left: left - 1, per_gc } } else { Old::Idle };
+            self.old = if left > 1 {
+                Old::Mixed {
+                    left: left - 1,
+                    per_gc,
+                }
+            } else {
+                Old::Idle
+            };
             phase = Phase::Mixed;
         }
         let pause = self.parallel(cpu);
@@ -282,21 +315,32 @@ impl G1Heap {
         if self.young_room() < self.p.young_min * self.heap_size() {
             self.due = false;
             self.full_collection(at, stats);
-        } else if granted && matches!(self.old, Old::Idle) && self.old_used >= self.p.ihop * self.heap_size() {
+        } else if granted
+            && matches!(self.old, Old::Idle)
+            && self.old_used >= self.p.ihop * self.heap_size()
+        {
             self.due = false;
             self.full_collection_as(at, Phase::Coordinated, stats);
-        } else if self.coordinated && matches!(self.old, Old::Idle) && self.old_used >= self.p.ihop * self.heap_size() {
+        } else if self.coordinated
+            && matches!(self.old, Old::Idle)
+            && self.old_used >= self.p.ihop * self.heap_size()
+        {
             // Instead of a concurrent cycle, a full collection when the
             // service allows, before the old generation forces one.
             if !self.due {
                 self.due = true;
                 let headroom = self.young_room() - self.p.young_min * self.heap_size();
-                self.pending.push(Event::Due { headroom: headroom.max(0.0) as u64 });
+                self.pending.push(Event::Due {
+                    headroom: headroom.max(0.0) as u64,
+                });
             }
         } else if matches!(self.old, Old::Idle) && self.old_used >= self.p.ihop * self.heap_size() {
             stats.cycles += 1;
             let remaining = cost(self.old_live(), self.p.mark_us_per_mib);
-            self.old = Old::Marking { remaining, started: at };
+            self.old = Old::Marking {
+                remaining,
+                started: at,
+            };
         }
         self.size_young();
     }
@@ -323,7 +367,9 @@ impl G1Heap {
             if !self.due {
                 self.due = true;
                 let headroom = self.young_room() - self.p.young_min * self.heap_size();
-                self.pending.push(Event::Due { headroom: headroom.max(0.0) as u64 });
+                self.pending.push(Event::Due {
+                    headroom: headroom.max(0.0) as u64,
+                });
             }
             return true;
         }
@@ -403,7 +449,12 @@ mod tests {
         assert!(full > 0, "{:?}", tight.by_phase);
         // A full collection compacts 64 MiB at 5 ms/MiB over 2 cores.
         assert!(tight.max_pause() > 100_000, "max {}", tight.max_pause());
-        assert!(tight.cpu_share(2.0) > 3.0 * ample.cpu_share(2.0), "{} vs {}", tight.cpu_share(2.0), ample.cpu_share(2.0));
+        assert!(
+            tight.cpu_share(2.0) > 3.0 * ample.cpu_share(2.0),
+            "{} vs {}",
+            tight.cpu_share(2.0),
+            ample.cpu_share(2.0)
+        );
     }
 
     #[test]
@@ -433,10 +484,19 @@ mod tests {
         let live = 64u64 << 20;
         let mut c = Collector::new(&GcModel::G1(params(100)), 2.0, live, 0, 100_000);
         c.set_coordinated(true);
-        let (events, _) = crate::testing::drive_with(&mut c, 100.0 * MIB, 20.0 * MIB, 10, 1.0, true);
+        let (events, _) =
+            crate::testing::drive_with(&mut c, 100.0 * MIB, 20.0 * MIB, 10, 1.0, true);
         let s = c.stats();
-        assert!(s.by_phase.contains_key(&Phase::Coordinated), "{:?}", s.by_phase);
-        assert!(!s.by_phase.contains_key(&Phase::Remark), "no concurrent mark: {:?}", s.by_phase);
+        assert!(
+            s.by_phase.contains_key(&Phase::Coordinated),
+            "{:?}",
+            s.by_phase
+        );
+        assert!(
+            !s.by_phase.contains_key(&Phase::Remark),
+            "no concurrent mark: {:?}",
+            s.by_phase
+        );
         assert!(events.iter().any(|e| matches!(e, Event::Due { .. })));
         assert!(s.by_phase.contains_key(&Phase::Young));
     }
@@ -453,25 +513,54 @@ mod tests {
         while !events.iter().any(|e| matches!(e, Event::Due { .. })) {
             now += 1_000;
             c.advance(now, 0.0);
-            c.allocate(now, Alloc { bytes: 1 << 20, retained: 0, released: 0 });
+            c.allocate(
+                now,
+                Alloc {
+                    bytes: 1 << 20,
+                    retained: 0,
+                    released: 0,
+                },
+            );
             c.poll(&mut events);
             assert!(now < 100_000_000, "never due");
         }
-        assert!(!events.iter().any(|e| matches!(e, Event::Pause { .. })), "{events:?}");
-        let Some(Event::Due { headroom }) = events.iter().find(|e| matches!(e, Event::Due { .. })) else { unreachable!() };
+        assert!(
+            !events.iter().any(|e| matches!(e, Event::Pause { .. })),
+            "{events:?}"
+        );
+        let Some(Event::Due { headroom }) = events.iter().find(|e| matches!(e, Event::Due { .. }))
+        else {
+            unreachable!()
+        };
         assert!(*headroom > 0);
         // Granted: the young collection runs now, once.
         assert!(c.collect_now(now));
         events.clear();
         c.poll(&mut events);
-        assert!(matches!(events.as_slice(), [Event::Pause { phase: Phase::Young, .. }]), "{events:?}");
+        assert!(
+            matches!(
+                events.as_slice(),
+                [Event::Pause {
+                    phase: Phase::Young,
+                    ..
+                }]
+            ),
+            "{events:?}"
+        );
         assert!(!c.collect_now(now + 1), "nothing is due after it ran");
         // Never granted: eden fills and the runtime collects on its own;
         // a grant arriving after that finds nothing due.
         let mut forced = false;
         for _ in 0..10_000 {
             now += 1_000;
-            c.allocate(now, Alloc { bytes: 1 << 20, retained: 0, released: 0 });
+            c.allocate(
+                now,
+                Alloc {
+                    bytes: 1 << 20,
+                    retained: 0,
+                    released: 0,
+                },
+            );
             events.clear();
             c.poll(&mut events);
             if events.iter().any(|e| matches!(e, Event::Pause { .. })) {

@@ -139,7 +139,9 @@ impl GoHeap {
     /// Sets goal and trigger after a cycle that found `marked` bytes live.
     fn pace(&mut self, marked: f64) {
         let growth = match self.p.gogc {
-            Some(g) => (marked * g as f64 / 100.0).max(self.p.heap_minimum as f64 * g as f64 / 100.0),
+            Some(g) => {
+                (marked * g as f64 / 100.0).max(self.p.heap_minimum as f64 * g as f64 / 100.0)
+            }
             None => f64::INFINITY,
         };
         let mut goal = marked + growth;
@@ -192,15 +194,30 @@ impl GoHeap {
 
     fn start_cycle(&mut self, now: Time, stats: &mut Stats) {
         stats.cycles += 1;
-        self.pause(now, self.p.sweep_termination_us, Phase::SweepTermination, stats);
+        self.pause(
+            now,
+            self.p.sweep_termination_us,
+            Phase::SweepTermination,
+            stats,
+        );
         let per_mib = crate::interpolate_log(&self.p.mark_us_per_mib, self.live / crate::MIB);
         let remaining = self.p.mark_fixed_us + cost(self.live, per_mib);
-        self.mark = Some(Mark { remaining, allocated: 0.0, credit: 0.0, started: now });
+        self.mark = Some(Mark {
+            remaining,
+            allocated: 0.0,
+            credit: 0.0,
+            started: now,
+        });
     }
 
     fn finish_mark(&mut self, now: Time, stats: &mut Stats) {
         let Some(m) = self.mark.take() else { return };
-        self.pause(now, self.p.mark_termination_us, Phase::MarkTermination, stats);
+        self.pause(
+            now,
+            self.p.mark_termination_us,
+            Phase::MarkTermination,
+            stats,
+        );
         stats.active_us += now.saturating_sub(m.started) as f64;
         // What was live at the end of marking stays, and so does everything
         // allocated during it; the rest is swept.
@@ -220,7 +237,9 @@ impl GoHeap {
         stats.cycles += 1;
         let per_mib = crate::interpolate_log(&self.p.mark_us_per_mib, self.live / crate::MIB);
         let cpu = self.p.mark_fixed_us + cost(self.live, per_mib);
-        let pause = (cpu / self.cores.max(1.0)).ceil() as Time + self.p.sweep_termination_us + self.p.mark_termination_us;
+        let pause = (cpu / self.cores.max(1.0)).ceil() as Time
+            + self.p.sweep_termination_us
+            + self.p.mark_termination_us;
         self.pause(now, pause, Phase::Coordinated, stats);
         stats.active_us += pause as f64;
         self.heap = self.live;
@@ -236,7 +255,9 @@ impl GoHeap {
         if self.coordinated {
             if !self.due {
                 self.due = true;
-                self.pending.push(Event::Due { headroom: (self.goal - self.heap).max(0.0) as u64 });
+                self.pending.push(Event::Due {
+                    headroom: (self.goal - self.heap).max(0.0) as u64,
+                });
             }
             return true;
         }
@@ -296,7 +317,9 @@ impl GoHeap {
                 // at the goal.
                 if self.heap >= self.trigger && !self.due {
                     self.due = true;
-                    self.pending.push(Event::Due { headroom: (self.goal - self.heap) as u64 });
+                    self.pending.push(Event::Due {
+                        headroom: (self.goal - self.heap) as u64,
+                    });
                 }
             } else if self.heap >= self.trigger {
                 self.due = false;
@@ -315,7 +338,11 @@ impl GoHeap {
             hard = hard.min((limit as f64 * self.p.heap_share_of_limit).max(self.goal));
         }
         let distance = hard - self.heap;
-        let owed = if distance <= 0.0 { m.remaining } else { (bytes * m.remaining / distance).min(m.remaining) };
+        let owed = if distance <= 0.0 {
+            m.remaining
+        } else {
+            (bytes * m.remaining / distance).min(m.remaining)
+        };
         let covered = owed.min(m.credit);
         m.credit -= covered;
         let assist = owed - covered;
@@ -367,10 +394,18 @@ mod tests {
         let events = drive(&mut c, rate, 10, 1.0);
         let s = c.stats();
         let expected_cycles = 10.0 * rate / (0.7 * live as f64);
-        assert!((s.cycles as f64 - expected_cycles).abs() <= 2.0, "{} cycles, expected ~{expected_cycles}", s.cycles);
+        assert!(
+            (s.cycles as f64 - expected_cycles).abs() <= 2.0,
+            "{} cycles, expected ~{expected_cycles}",
+            s.cycles
+        );
         let per_cycle = 64.0 * 1_000.0;
         let mark_cpu = s.background_us + s.idle_us + s.assist_us;
-        assert!((mark_cpu / s.cycles as f64 - per_cycle).abs() < 0.05 * per_cycle, "{mark_cpu} µs over {} cycles", s.cycles);
+        assert!(
+            (mark_cpu / s.cycles as f64 - per_cycle).abs() < 0.05 * per_cycle,
+            "{mark_cpu} µs over {} cycles",
+            s.cycles
+        );
         // Two short pauses per cycle, nothing long.
         // (the last cycle may still be marking at the end)
         assert!(events.len() as u64 + 1 >= 2 * s.cycles && events.len() as u64 <= 2 * s.cycles);
@@ -390,24 +425,55 @@ mod tests {
             c.stats().clone()
         };
         let tight = {
-            let p = GoParams { memory_limit: Some(live + live / 20), ..params() };
+            let p = GoParams {
+                memory_limit: Some(live + live / 20),
+                ..params()
+            };
             let mut c = Collector::new(&GcModel::Go(p), 2.0, live, 0, 100_000);
             drive(&mut c, 50.0 * MIB, 5, 2.0);
             c.stats().clone()
         };
-        assert!(tight.cycles > 10 * ample.cycles.max(1), "{} vs {} cycles", tight.cycles, ample.cycles);
-        assert!(tight.assist_us > 100.0 * ample.assist_us.max(1.0), "assists {} vs {}", tight.assist_us, ample.assist_us);
+        assert!(
+            tight.cycles > 10 * ample.cycles.max(1),
+            "{} vs {} cycles",
+            tight.cycles,
+            ample.cycles
+        );
+        assert!(
+            tight.assist_us > 100.0 * ample.assist_us.max(1.0),
+            "assists {} vs {}",
+            tight.assist_us,
+            ample.assist_us
+        );
         // Marking all the time: the collector is active for most of the run
         // and takes at least its dedicated quarter of the cores.
-        assert!(tight.active_share() > 0.5, "active {}", tight.active_share());
-        assert!(tight.active_share() > 5.0 * ample.active_share(), "active {} vs {}", tight.active_share(), ample.active_share());
-        assert!(tight.cpu_share(2.0) > 3.0 * ample.cpu_share(2.0), "share {} vs {}", tight.cpu_share(2.0), ample.cpu_share(2.0));
+        assert!(
+            tight.active_share() > 0.5,
+            "active {}",
+            tight.active_share()
+        );
+        assert!(
+            tight.active_share() > 5.0 * ample.active_share(),
+            "active {} vs {}",
+            tight.active_share(),
+            ample.active_share()
+        );
+        assert!(
+            tight.cpu_share(2.0) > 3.0 * ample.cpu_share(2.0),
+            "share {} vs {}",
+            tight.cpu_share(2.0),
+            ample.cpu_share(2.0)
+        );
     }
 
     #[test]
     fn the_cpu_limiter_stops_assists_when_the_collector_takes_more_than_half() {
         let live = 64u64 << 20;
-        let p = GoParams { memory_limit: Some(live), limiter_capacity_us: 50_000.0, ..params() };
+        let p = GoParams {
+            memory_limit: Some(live),
+            limiter_capacity_us: 50_000.0,
+            ..params()
+        };
         let mut c = Collector::new(&GcModel::Go(p), 2.0, live, 0, 100_000);
         drive(&mut c, 200.0 * MIB, 5, 2.0);
         let s = c.stats();
@@ -421,7 +487,10 @@ mod tests {
     #[test]
     fn same_inputs_same_collections() {
         let run = || {
-            let p = GoParams { memory_limit: Some(80 << 20), ..params() };
+            let p = GoParams {
+                memory_limit: Some(80 << 20),
+                ..params()
+            };
             let mut c = Collector::new(&GcModel::Go(p), 1.0, 64 << 20, 0, 100_000);
             let ev = drive(&mut c, 30.0 * MIB, 3, 0.5);
             (ev, c.stats().cycles, c.stats().gc_cpu_us())
@@ -432,9 +501,23 @@ mod tests {
     #[test]
     fn retained_bytes_grow_the_live_heap_and_the_next_cycle_marks_them() {
         let mut c = Collector::new(&GcModel::Go(params()), 1.0, 8 << 20, 0, 100_000);
-        c.allocate(10, Alloc { bytes: 4 << 20, retained: 4 << 20, released: 0 });
+        c.allocate(
+            10,
+            Alloc {
+                bytes: 4 << 20,
+                retained: 4 << 20,
+                released: 0,
+            },
+        );
         assert_eq!(c.live(), 12 << 20);
-        c.allocate(20, Alloc { bytes: 0, retained: 0, released: 2 << 20 });
+        c.allocate(
+            20,
+            Alloc {
+                bytes: 0,
+                retained: 0,
+                released: 2 << 20,
+            },
+        );
         assert_eq!(c.live(), 10 << 20);
     }
 
@@ -444,18 +527,40 @@ mod tests {
         let mut c = Collector::new(&GcModel::Go(params()), 2.0, live, 0, 100_000);
         c.set_coordinated(true);
         let (events, _) = crate::testing::drive_with(&mut c, 100.0 * MIB, 0.0, 5, 1.0, true);
-        let dues = events.iter().filter(|e| matches!(e, Event::Due { .. })).count();
+        let dues = events
+            .iter()
+            .filter(|e| matches!(e, Event::Due { .. }))
+            .count();
         let coordinated: Vec<Time> = events
             .iter()
             .filter_map(|e| match e {
-                Event::Pause { duration, phase: Phase::Coordinated } => Some(*duration),
+                Event::Pause {
+                    duration,
+                    phase: Phase::Coordinated,
+                } => Some(*duration),
                 _ => None,
             })
             .collect();
-        assert!(dues > 2 && coordinated.len() == dues, "{dues} due, {} collected", coordinated.len());
-        assert!(!events.iter().any(|e| matches!(e, Event::Pause { phase: Phase::SweepTermination, .. })), "no concurrent cycle");
+        assert!(
+            dues > 2 && coordinated.len() == dues,
+            "{dues} due, {} collected",
+            coordinated.len()
+        );
+        assert!(
+            !events.iter().any(|e| matches!(
+                e,
+                Event::Pause {
+                    phase: Phase::SweepTermination,
+                    ..
+                }
+            )),
+            "no concurrent cycle"
+        );
         // 64 MiB at 1 ms/MiB over 2 cores, plus the two short phases.
-        assert!(coordinated.iter().all(|d| (32_000..=32_300).contains(d)), "{coordinated:?}");
+        assert!(
+            coordinated.iter().all(|d| (32_000..=32_300).contains(d)),
+            "{coordinated:?}"
+        );
         assert_eq!(c.stats().assist_us, 0.0);
     }
 
@@ -466,7 +571,16 @@ mod tests {
         c.set_coordinated(true);
         let events = drive(&mut c, 100.0 * MIB, 3, 1.0);
         assert!(events.iter().any(|e| matches!(e, Event::Due { .. })));
-        assert!(events.iter().any(|e| matches!(e, Event::Pause { phase: Phase::SweepTermination, .. })), "forced at the goal");
+        assert!(
+            events.iter().any(|e| matches!(
+                e,
+                Event::Pause {
+                    phase: Phase::SweepTermination,
+                    ..
+                }
+            )),
+            "forced at the goal"
+        );
         // A late permission finds nothing due.
         assert!(!c.collect_now(3_000_001) || c.stats().cycles > 0);
     }

@@ -154,7 +154,10 @@ impl Collector {
             GcModel::Go(p) => Kind::Go(go::GoHeap::new(p.clone(), cores, live, now)),
             GcModel::G1(p) => Kind::G1(g1::G1Heap::new(p.clone(), cores, live, now)),
         };
-        Collector { kind, stats: Stats::new(now, window) }
+        Collector {
+            kind,
+            stats: Stats::new(now, window),
+        }
     }
 
     pub fn model_name(&self) -> &'static str {
@@ -300,7 +303,9 @@ impl Collector {
 /// `y` at `x` on the curve through `points` (sorted by `x`), linear in
 /// log-log between points and flat beyond the ends.
 pub fn interpolate_log(points: &[(f64, f64)], x: f64) -> f64 {
-    let (Some(first), Some(last)) = (points.first(), points.last()) else { return 0.0 };
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return 0.0;
+    };
     if x <= first.0 {
         return first.1;
     }
@@ -331,13 +336,26 @@ pub(crate) mod testing {
     /// size, for `secs` of wall time. Assists and pauses take its time, as
     /// they would a real program's: the work it gets done shrinks.
     /// Returns the pauses and the share of the time it did its own work.
-    pub fn drive(c: &mut Collector, rate: f64, churn: f64, secs: u64, busy: f64) -> (Vec<Event>, f64) {
+    pub fn drive(
+        c: &mut Collector,
+        rate: f64,
+        churn: f64,
+        secs: u64,
+        busy: f64,
+    ) -> (Vec<Event>, f64) {
         drive_with(c, rate, churn, secs, busy, false)
     }
 
     /// As `drive`; with `permit`, a due collection runs at once (a service
     /// that always finds a moment).
-    pub fn drive_with(c: &mut Collector, rate: f64, churn: f64, secs: u64, busy: f64, permit: bool) -> (Vec<Event>, f64) {
+    pub fn drive_with(
+        c: &mut Collector,
+        rate: f64,
+        churn: f64,
+        secs: u64,
+        busy: f64,
+        permit: bool,
+    ) -> (Vec<Event>, f64) {
         let mut events = Vec::new();
         let step = 1_000;
         let per_step = (rate / 1_000.0) as u64;
@@ -348,14 +366,25 @@ pub(crate) mod testing {
             now += step;
             work += step;
             c.advance(now, busy);
-            now += c.allocate(now, Alloc { bytes: per_step, retained: churn_step, released: churn_step });
+            now += c.allocate(
+                now,
+                Alloc {
+                    bytes: per_step,
+                    retained: churn_step,
+                    released: churn_step,
+                },
+            );
             let before = events.len();
             c.poll(&mut events);
             // Every Due granted at once, including one a granted
             // collection announces (a young one that makes the old
             // generation due).
             let mut seen = before;
-            while permit && events[seen..].iter().any(|e| matches!(e, Event::Due { .. })) {
+            while permit
+                && events[seen..]
+                    .iter()
+                    .any(|e| matches!(e, Event::Due { .. }))
+            {
                 seen = events.len();
                 c.collect_now(now);
                 c.poll(&mut events);
@@ -395,13 +424,30 @@ mod request_tests {
 
     fn models() -> Vec<GcModel> {
         vec![
-            GcModel::Go(go::GoParams { memory_limit: Some(512 << 20), ..go::GoParams::default() }),
-            GcModel::G1(g1::G1Params { heap_size: 512 << 20, ..g1::G1Params::default() }),
+            GcModel::Go(go::GoParams {
+                memory_limit: Some(512 << 20),
+                ..go::GoParams::default()
+            }),
+            GcModel::G1(g1::G1Params {
+                heap_size: 512 << 20,
+                ..g1::G1Params::default()
+            }),
         ]
     }
 
     fn pauses(events: &[Event]) -> usize {
-        events.iter().filter(|e| matches!(e, Event::Pause { phase: Phase::Coordinated | Phase::Full, .. })).count()
+        events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::Pause {
+                        phase: Phase::Coordinated | Phase::Full,
+                        ..
+                    }
+                )
+            })
+            .count()
     }
 
     #[test]
@@ -428,7 +474,12 @@ mod request_tests {
             assert!(c.request_full(1_500));
             let mut ev = Vec::new();
             c.poll(&mut ev);
-            assert_eq!(ev.iter().filter(|e| matches!(e, Event::Due { .. })).count(), 1, "{}: {ev:?}", m.name());
+            assert_eq!(
+                ev.iter().filter(|e| matches!(e, Event::Due { .. })).count(),
+                1,
+                "{}: {ev:?}",
+                m.name()
+            );
             assert_eq!(pauses(&ev), 0);
             assert!(c.collect_now(2_000));
             ev.clear();

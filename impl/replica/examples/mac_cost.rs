@@ -10,15 +10,36 @@ use stutter_replica::peer_auth::{ClusterKey, NONCE_LEN};
 
 fn accept_of(requests: usize, value_bytes: usize) -> Message {
     let reqs = (0..requests)
-        .map(|i| Request::new(1, i as u64, Op::Put { key: format!("key-{i:019}").into(), value: vec![b'v'; value_bytes].into() }))
+        .map(|i| {
+            Request::new(
+                1,
+                i as u64,
+                Op::Put {
+                    key: format!("key-{i:019}").into(),
+                    value: vec![b'v'; value_bytes].into(),
+                },
+            )
+        })
         .collect();
-    Message::Accept { ballot: Ballot(258), slot: Slot(9), value: Value::Batch(std::sync::Arc::new(reqs)), committed: None }
+    Message::Accept {
+        ballot: Ballot(258),
+        slot: Slot(9),
+        value: Value::Batch(std::sync::Arc::new(reqs)),
+        committed: None,
+    }
 }
 
 fn main() {
     let key = ClusterKey::new(Some(b"mac cost secret, 32 bytes long.."));
     let cases = [
-        ("heartbeat", Message::Heartbeat { ballot: Ballot(258), last_executed: Slot(9), global_last_executed: Slot(8) }),
+        (
+            "heartbeat",
+            Message::Heartbeat {
+                ballot: Ballot(258),
+                last_executed: Slot(9),
+                global_last_executed: Slot(8),
+            },
+        ),
         ("accept of 1 put (500 B)", accept_of(1, 500)),
         ("accept of 16 puts", accept_of(16, 500)),
         ("accept of 256 puts", accept_of(256, 500)),
@@ -43,6 +64,10 @@ fn main() {
             }
             best = best.min(t.elapsed().as_secs_f64() / n as f64);
         }
-        println!("{name:<26} {body_len:>7} B body: seal + open {:>8.2} µs/frame ({:.2} GB/s)", best * 1e6, body_len as f64 / best / 1e9);
+        println!(
+            "{name:<26} {body_len:>7} B body: seal + open {:>8.2} µs/frame ({:.2} GB/s)",
+            best * 1e6,
+            body_len as f64 / best / 1e9
+        );
     }
 }

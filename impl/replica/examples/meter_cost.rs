@@ -35,6 +35,9 @@ fn main() {
     println!("thread CPU clock read        {clock:7.1} ns (two per turn)");
     println!("allocation counters read     {counts:7.1} ns (two per turn)");
     println!("48-byte alloc + free counted {alloc:7.1} ns");
-    println!("per turn, readings only      {:7.1} ns", 2.0 * (clock + counts));
+    println!(
+        "per turn, readings only      {:7.1} ns",
+        2.0 * (clock + counts)
+    );
     std::hint::black_box(sink);
 }

@@ -41,7 +41,10 @@ impl std::fmt::Display for ClientError {
             ClientError::Timeout => write!(f, "no answer before the deadline (outcome unknown)"),
             ClientError::Rejected(r) => write!(f, "rejected: {r:?}"),
             ClientError::Protocol(e) => write!(f, "protocol error: {e}"),
-            ClientError::SessionExpired => write!(f, "session expired (outcome unknown): the next request registers a new client id"),
+            ClientError::SessionExpired => write!(
+                f,
+                "session expired (outcome unknown): the next request registers a new client id"
+            ),
         }
     }
 }
@@ -72,7 +75,8 @@ pub fn fresh_client_id() -> ClientId {
 }
 
 async fn connect(addr: &str, timeout: Duration) -> std::io::Result<Conn> {
-    let a = resolve(addr).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+    let a = resolve(addr)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
     let s = tokio::time::timeout(timeout, TcpStream::connect(a))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
@@ -81,12 +85,19 @@ async fn connect(addr: &str, timeout: Duration) -> std::io::Result<Conn> {
     Ok((BufReader::new(r), w))
 }
 
-async fn round_trip(conn: &mut Conn, req: &ClientRequest, timeout: Duration) -> std::io::Result<ClientResponse> {
+async fn round_trip(
+    conn: &mut Conn,
+    req: &ClientRequest,
+    timeout: Duration,
+) -> std::io::Result<ClientResponse> {
     let io = async {
         conn.1.write_all(&wire::encode(req)?).await?;
         match wire::read_frame(&mut conn.0, wire::MAX_REPLY_FRAME).await? {
             Some(body) => wire::decode::<ClientResponse>(&body),
-            None => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            )),
         }
     };
     tokio::time::timeout(timeout, io)
@@ -131,14 +142,21 @@ impl Client {
     /// Has the cluster assign this client an id (`Op::Register`), retried
     /// as any request until the deadline.
     pub async fn register(&mut self) -> Result<ClientId, ClientError> {
-        let req = ClientRequest::Op { client: self.nonce, seq: 0, op: Op::Register, retry: false };
+        let req = ClientRequest::Op {
+            client: self.nonce,
+            seq: 0,
+            op: Op::Register,
+            retry: false,
+        };
         match self.exchange(req).await? {
             Reply::Registered { client } => {
                 self.id = Some(client);
                 self.seq = 0;
                 Ok(client)
             }
-            other => Err(ClientError::Protocol(format!("register answered {other:?}"))),
+            other => Err(ClientError::Protocol(format!(
+                "register answered {other:?}"
+            ))),
         }
     }
 
@@ -163,9 +181,17 @@ impl Client {
             None => self.register().await?,
         };
         self.seq += 1;
-        let req = ClientRequest::Op { client: id, seq: self.seq, op, retry: false };
+        let req = ClientRequest::Op {
+            client: id,
+            seq: self.seq,
+            op,
+            retry: false,
+        };
         let r = self.exchange(req).await;
-        if matches!(r, Err(ClientError::SessionExpired) | Err(ClientError::Rejected(Reply::UnknownClient))) {
+        if matches!(
+            r,
+            Err(ClientError::SessionExpired) | Err(ClientError::Rejected(Reply::UnknownClient))
+        ) {
             // The id is spent: the next request registers first.
             self.id = None;
         }
@@ -190,17 +216,28 @@ impl Client {
                     }
                 }
             }
-            let Some(conn) = self.conn.as_mut() else { continue };
+            let Some(conn) = self.conn.as_mut() else {
+                continue;
+            };
             match round_trip(conn, &req, self.attempt_timeout).await {
-                Ok(ClientResponse::Reply { reply: Reply::Busy, .. }) => {
+                Ok(ClientResponse::Reply {
+                    reply: Reply::Busy, ..
+                }) => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
-                Ok(ClientResponse::Reply { reply: r @ (Reply::Stale | Reply::UnknownClient | Reply::Malformed), .. }) => {
-                    return Err(ClientError::Rejected(r))
-                }
-                Ok(ClientResponse::Reply { reply: Reply::SessionExpired, .. }) => return Err(ClientError::SessionExpired),
-                Ok(ClientResponse::Reply { reply: Reply::Redirect { .. }, .. }) => {
+                Ok(ClientResponse::Reply {
+                    reply: r @ (Reply::Stale | Reply::UnknownClient | Reply::Malformed),
+                    ..
+                }) => return Err(ClientError::Rejected(r)),
+                Ok(ClientResponse::Reply {
+                    reply: Reply::SessionExpired,
+                    ..
+                }) => return Err(ClientError::SessionExpired),
+                Ok(ClientResponse::Reply {
+                    reply: Reply::Redirect { .. },
+                    ..
+                }) => {
                     self.move_to(None);
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
@@ -223,7 +260,11 @@ impl Client {
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
                 Ok(ClientResponse::Error(e)) => return Err(ClientError::Protocol(e)),
-                Ok(other) => return Err(ClientError::Protocol(format!("unexpected response {other:?}"))),
+                Ok(other) => {
+                    return Err(ClientError::Protocol(format!(
+                        "unexpected response {other:?}"
+                    )))
+                }
                 Err(_) => {
                     // Sent (or partly) and unanswered: it may execute.
                     mark_retry(&mut req);
@@ -247,7 +288,10 @@ pub async fn status(addr: &str, timeout: Duration) -> std::io::Result<StatusInfo
     let mut conn = connect(addr, timeout).await?;
     match round_trip(&mut conn, &ClientRequest::Status, timeout).await? {
         ClientResponse::Status(s) => Ok(s),
-        other => Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("unexpected {other:?}"))),
+        other => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("unexpected {other:?}"),
+        )),
     }
 }
 
@@ -260,25 +304,48 @@ mod tests {
     /// A replica that registers every client as `REGISTERED_BASE`, answers
     /// the first other request "outcome unknown" and the retry with
     /// `Done`; it records every (client, seq) it was sent.
-    async fn unknown_then_done() -> (String, tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq, bool)>) {
+    async fn unknown_then_done() -> (
+        String,
+        tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq, bool)>,
+    ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let (seen_tx, seen) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut first = true;
             loop {
-                let Ok((s, _)) = listener.accept().await else { return };
+                let Ok((s, _)) = listener.accept().await else {
+                    return;
+                };
                 let (r, mut w) = s.into_split();
                 let mut r = BufReader::new(r);
                 while let Ok(Some(body)) = wire::read_frame(&mut r, wire::MAX_CLIENT_FRAME).await {
-                    let Ok(ClientRequest::Op { client, seq, retry, op }) = wire::decode(&body) else { return };
+                    let Ok(ClientRequest::Op {
+                        client,
+                        seq,
+                        retry,
+                        op,
+                    }) = wire::decode(&body)
+                    else {
+                        return;
+                    };
                     let _ = seen_tx.send((client, seq, retry));
                     let resp = if op == Op::Register {
-                        ClientResponse::Reply { client, seq, reply: Reply::Registered { client: stutter_core::REGISTERED_BASE } }
+                        ClientResponse::Reply {
+                            client,
+                            seq,
+                            reply: Reply::Registered {
+                                client: stutter_core::REGISTERED_BASE,
+                            },
+                        }
                     } else if std::mem::take(&mut first) {
                         ClientResponse::Unknown { client, seq }
                     } else {
-                        ClientResponse::Reply { client, seq, reply: Reply::Done }
+                        ClientResponse::Reply {
+                            client,
+                            seq,
+                            reply: Reply::Done,
+                        }
                     };
                     if w.write_all(&wire::encode(&resp).unwrap()).await.is_err() {
                         break;
@@ -292,16 +359,39 @@ mod tests {
     #[tokio::test]
     async fn an_unknown_outcome_is_retried_with_the_same_sequence_number() {
         let (addr, mut seen) = unknown_then_done().await;
-        let mut c = Client::new(vec![addr.clone(), addr], 42).with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
+        let mut c = Client::new(vec![addr.clone(), addr], 42)
+            .with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
         let id = stutter_core::REGISTERED_BASE;
-        let r = c.call(Op::Put { key: "k".into(), value: "v".into() }).await;
+        let r = c
+            .call(Op::Put {
+                key: "k".into(),
+                value: "v".into(),
+            })
+            .await;
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
-        assert_eq!(seen.recv().await, Some((42, 0, false)), "the first call registers under the nonce");
+        assert_eq!(
+            seen.recv().await,
+            Some((42, 0, false)),
+            "the first call registers under the nonce"
+        );
         assert_eq!(c.id(), Some(id));
-        assert_eq!(seen.recv().await, Some((id, 1, false)), "a first attempt is not a retry");
-        assert_eq!(seen.recv().await, Some((id, 1, true)), "the retry reuses (client, seq), flagged");
+        assert_eq!(
+            seen.recv().await,
+            Some((id, 1, false)),
+            "a first attempt is not a retry"
+        );
+        assert_eq!(
+            seen.recv().await,
+            Some((id, 1, true)),
+            "the retry reuses (client, seq), flagged"
+        );
         // The next call is a first attempt again, under the same id.
-        let r = c.call(Op::Put { key: "k".into(), value: "w".into() }).await;
+        let r = c
+            .call(Op::Put {
+                key: "k".into(),
+                value: "w".into(),
+            })
+            .await;
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
         assert_eq!(seen.recv().await, Some((id, 2, false)));
     }
@@ -314,32 +404,57 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let Ok((s, _)) = listener.accept().await else { return };
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
             let (r, mut w) = s.into_split();
             let mut r = BufReader::new(r);
             let (mut registered, mut expired) = (0u64, false);
             while let Ok(Some(body)) = wire::read_frame(&mut r, wire::MAX_CLIENT_FRAME).await {
-                let Ok(ClientRequest::Op { client, seq, op, .. }) = wire::decode(&body) else { return };
+                let Ok(ClientRequest::Op {
+                    client, seq, op, ..
+                }) = wire::decode(&body)
+                else {
+                    return;
+                };
                 let _ = seen_tx.send((client, seq));
                 let reply = if op == Op::Register {
                     registered += 1;
-                    Reply::Registered { client: stutter_core::REGISTERED_BASE + registered - 1 }
+                    Reply::Registered {
+                        client: stutter_core::REGISTERED_BASE + registered - 1,
+                    }
                 } else if !std::mem::replace(&mut expired, true) {
                     Reply::SessionExpired
                 } else {
                     Reply::Done
                 };
-                if w.write_all(&wire::encode(&ClientResponse::Reply { client, seq, reply }).unwrap()).await.is_err() {
+                if w.write_all(
+                    &wire::encode(&ClientResponse::Reply { client, seq, reply }).unwrap(),
+                )
+                .await
+                .is_err()
+                {
                     break;
                 }
             }
         });
         let base = stutter_core::REGISTERED_BASE;
-        let mut c = Client::new(vec![addr], 42).with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
-        let r = c.call(Op::Put { key: "k".into(), value: "v".into() }).await;
+        let mut c = Client::new(vec![addr], 42)
+            .with_timeouts(Duration::from_secs(2), Duration::from_secs(5));
+        let r = c
+            .call(Op::Put {
+                key: "k".into(),
+                value: "v".into(),
+            })
+            .await;
         assert!(matches!(r, Err(ClientError::SessionExpired)), "{r:?}");
         assert_eq!(c.id(), None, "the expired id is dropped");
-        let r = c.call(Op::Put { key: "k".into(), value: "w".into() }).await;
+        let r = c
+            .call(Op::Put {
+                key: "k".into(),
+                value: "w".into(),
+            })
+            .await;
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
         assert_eq!(c.id(), Some(base + 1));
         let sent: Vec<_> = std::iter::from_fn(|| seen.try_recv().ok()).collect();

@@ -159,10 +159,22 @@ impl Limits {
     pub fn caps(&self) -> Caps {
         let d = Caps::default();
         Caps {
-            max_client_connections: self.max_client_connections.unwrap_or(d.max_client_connections).max(1),
-            max_inflight_per_connection: self.max_inflight_per_connection.unwrap_or(d.max_inflight_per_connection).max(1),
-            max_client_frame: self.max_client_frame_kb.map_or(d.max_client_frame, |k| k.saturating_mul(1 << 10)).max(64),
-            max_peer_frame: self.max_peer_frame_mb.map_or(d.max_peer_frame, |m| m.saturating_mul(1 << 20)).max(1 << 20),
+            max_client_connections: self
+                .max_client_connections
+                .unwrap_or(d.max_client_connections)
+                .max(1),
+            max_inflight_per_connection: self
+                .max_inflight_per_connection
+                .unwrap_or(d.max_inflight_per_connection)
+                .max(1),
+            max_client_frame: self
+                .max_client_frame_kb
+                .map_or(d.max_client_frame, |k| k.saturating_mul(1 << 10))
+                .max(64),
+            max_peer_frame: self
+                .max_peer_frame_mb
+                .map_or(d.max_peer_frame, |m| m.saturating_mul(1 << 20))
+                .max(1 << 20),
         }
     }
 }
@@ -223,7 +235,10 @@ impl Gc {
                 memory_limit: self.memory_limit_mib.map(mib),
                 ..GoParams::default()
             }),
-            "g1" => GcModel::G1(G1Params { heap_size: mib(self.memory_limit_mib.unwrap_or(1024)), ..G1Params::default() }),
+            "g1" => GcModel::G1(G1Params {
+                heap_size: mib(self.memory_limit_mib.unwrap_or(1024)),
+                ..G1Params::default()
+            }),
             other => bail!("[gc] model {other:?}: none, go or g1"),
         })
     }
@@ -282,8 +297,10 @@ pub struct ClusterConfig {
 
 impl ClusterConfig {
     pub fn load(path: &Path) -> Result<ClusterConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let mut cfg: ClusterConfig = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut cfg: ClusterConfig =
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         cfg.dir = path.parent().map(Path::to_path_buf);
         cfg.validate()?;
         Ok(cfg)
@@ -295,14 +312,17 @@ impl ClusterConfig {
     pub fn cluster_secret(&self) -> Result<Option<Vec<u8>>> {
         let s = &self.security;
         let secret = match (&s.cluster_secret, &s.cluster_secret_file) {
-            (Some(_), Some(_)) => bail!("[security]: give cluster_secret or cluster_secret_file, not both"),
+            (Some(_), Some(_)) => {
+                bail!("[security]: give cluster_secret or cluster_secret_file, not both")
+            }
             (Some(v), None) => v.as_bytes().to_vec(),
             (None, Some(file)) => {
                 let path = match &self.dir {
                     Some(dir) if file.is_relative() => dir.join(file),
                     _ => file.clone(),
                 };
-                let mut bytes = std::fs::read(&path).with_context(|| format!("reading the cluster secret {}", path.display()))?;
+                let mut bytes = std::fs::read(&path)
+                    .with_context(|| format!("reading the cluster secret {}", path.display()))?;
                 while matches!(bytes.last(), Some(b'\n' | b'\r')) {
                     bytes.pop();
                 }
@@ -311,14 +331,20 @@ impl ClusterConfig {
             (None, None) => return Ok(None),
         };
         if secret.len() < MIN_SECRET_LEN {
-            bail!("[security]: the cluster secret has {} bytes; it needs at least {MIN_SECRET_LEN}", secret.len());
+            bail!(
+                "[security]: the cluster secret has {} bytes; it needs at least {MIN_SECRET_LEN}",
+                secret.len()
+            );
         }
         Ok(Some(secret))
     }
 
     /// Client addresses resolved to socket addresses, in replica order.
     pub fn client_socket_addrs(&self) -> Result<Vec<SocketAddr>> {
-        self.replica.iter().map(|r| resolve(&r.client_addr)).collect()
+        self.replica
+            .iter()
+            .map(|r| resolve(&r.client_addr))
+            .collect()
     }
 
     fn validate(&self) -> Result<()> {
@@ -330,7 +356,10 @@ impl ClusterConfig {
         }
         for (i, r) in self.replica.iter().enumerate() {
             if r.id as usize != i {
-                bail!("replica ids must be 0..n in order; entry {i} has id {}", r.id);
+                bail!(
+                    "replica ids must be 0..n in order; entry {i} has id {}",
+                    r.id
+                );
             }
         }
         self.gc.validate()
@@ -424,11 +453,17 @@ mod tests {
         assert_eq!(c.n, 2);
         assert_eq!(c.heartbeat_interval, 20_000);
         assert_eq!(c.window, 4);
-        assert_eq!(c.election_timeout, stutter_core::Config::default().election_timeout);
+        assert_eq!(
+            c.election_timeout,
+            stutter_core::Config::default().election_timeout
+        );
         assert!(c.pre_vote, "pre-vote is on unless the file turns it off");
         assert_eq!(c.session_limit, 100_000, "sessions are bounded by default");
         assert_eq!(c.session_tombstones, 0, "4 × the limit");
-        assert!(c.registered_clients_only, "only registered clients unless the file says otherwise");
+        assert!(
+            c.registered_clients_only,
+            "only registered clients unless the file says otherwise"
+        );
         let off: ClusterConfig =
             toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\npre_vote = false\nsession_limit = 50\n")
                 .unwrap();
@@ -444,7 +479,8 @@ mod tests {
     }
 
     fn with_security(extra: &str) -> ClusterConfig {
-        let text = format!("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n{extra}");
+        let text =
+            format!("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n{extra}");
         toml::from_str(&text).unwrap()
     }
 
@@ -452,15 +488,25 @@ mod tests {
     fn cluster_secret_inline_from_a_file_absent_or_too_short() {
         assert_eq!(with_security("").cluster_secret().unwrap(), None);
         let inline = with_security("[security]\ncluster_secret = \"0123456789abcdef\"\n");
-        assert_eq!(inline.cluster_secret().unwrap(), Some(b"0123456789abcdef".to_vec()));
-        assert!(with_security("[security]\ncluster_secret = \"short\"\n").cluster_secret().is_err());
+        assert_eq!(
+            inline.cluster_secret().unwrap(),
+            Some(b"0123456789abcdef".to_vec())
+        );
+        assert!(with_security("[security]\ncluster_secret = \"short\"\n")
+            .cluster_secret()
+            .is_err());
 
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("secret"), "a secret read from a file\n").unwrap();
         let mut from_file = with_security("[security]\ncluster_secret_file = \"secret\"\n");
         from_file.dir = Some(dir.path().to_path_buf());
-        assert_eq!(from_file.cluster_secret().unwrap(), Some(b"a secret read from a file".to_vec()));
-        let both = with_security("[security]\ncluster_secret = \"0123456789abcdef\"\ncluster_secret_file = \"x\"\n");
+        assert_eq!(
+            from_file.cluster_secret().unwrap(),
+            Some(b"a secret read from a file".to_vec())
+        );
+        let both = with_security(
+            "[security]\ncluster_secret = \"0123456789abcdef\"\ncluster_secret_file = \"x\"\n",
+        );
         assert!(both.cluster_secret().is_err());
         let missing = with_security("[security]\ncluster_secret_file = \"/nonexistent/secret\"\n");
         assert!(missing.cluster_secret().is_err());
@@ -470,7 +516,14 @@ mod tests {
     fn limits_default_and_override() {
         assert_eq!(with_security("").limits.caps(), Caps::default());
         let c = with_security("[limits]\nmax_client_frame_kb = 8\nmax_peer_frame_mb = 2\nmax_client_connections = 3\n").limits.caps();
-        assert_eq!((c.max_client_frame, c.max_peer_frame, c.max_client_connections), (8 << 10, 2 << 20, 3));
+        assert_eq!(
+            (
+                c.max_client_frame,
+                c.max_peer_frame,
+                c.max_client_connections
+            ),
+            (8 << 10, 2 << 20, 3)
+        );
         assert!(toml::from_str::<ClusterConfig>("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[limits]\nmax_frame = 1\n").is_err());
     }
 
@@ -499,18 +552,38 @@ mod tests {
         let g1 = with_security("[gc]\nmodel = \"g1\"\nmemory_limit_mib = 256\n");
         assert!(matches!(g1.gc.model().unwrap(), GcModel::G1(p) if p.heap_size == 256 << 20));
         assert!(with_security("[gc]\nmodel = \"zgc\"\n").validate().is_err());
-        assert!(with_security("[gc]\nmodel = \"g1\"\ngogc = 100\n").validate().is_err());
-        assert!(with_security("[gc]\nmodel = \"go\"\ncores = 0.0\n").validate().is_err());
+        assert!(with_security("[gc]\nmodel = \"g1\"\ngogc = 100\n")
+            .validate()
+            .is_err());
+        assert!(with_security("[gc]\nmodel = \"go\"\ncores = 0.0\n")
+            .validate()
+            .is_err());
         // Coordinated hand-offs are fast unless `handoff = "wait"`; without
         // coordination nothing changes.
         let fast = with_security("[gc]\nmodel = \"go\"\ncoordinated = true\n").core_config();
-        assert!(fast.gc_coordination && fast.gc_handoff_promise && fast.gc_handoff_eager && fast.commit_on_accept);
-        let wait = with_security("[gc]\nmodel = \"go\"\ncoordinated = true\nhandoff = \"wait\"\n").core_config();
-        assert!(wait.gc_coordination && !wait.gc_handoff_promise && !wait.gc_handoff_eager && !wait.commit_on_accept);
+        assert!(
+            fast.gc_coordination
+                && fast.gc_handoff_promise
+                && fast.gc_handoff_eager
+                && fast.commit_on_accept
+        );
+        let wait = with_security("[gc]\nmodel = \"go\"\ncoordinated = true\nhandoff = \"wait\"\n")
+            .core_config();
+        assert!(
+            wait.gc_coordination
+                && !wait.gc_handoff_promise
+                && !wait.gc_handoff_eager
+                && !wait.commit_on_accept
+        );
         let plain = with_security("[gc]\nmodel = \"go\"\n").core_config();
         assert!(!plain.gc_handoff_promise && !plain.commit_on_accept);
-        assert!(with_security("[gc]\nmodel = \"go\"\nhandoff = \"eager\"\n").validate().is_err());
-        assert!(toml::from_str::<ClusterConfig>("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[gc]\nheap = 1\n").is_err());
+        assert!(with_security("[gc]\nmodel = \"go\"\nhandoff = \"eager\"\n")
+            .validate()
+            .is_err());
+        assert!(toml::from_str::<ClusterConfig>(
+            "[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[gc]\nheap = 1\n"
+        )
+        .is_err());
     }
 
     #[test]

@@ -37,7 +37,11 @@ struct Disk {
     durable: BTreeMap<PathBuf, Node>,
 }
 
-static DISK: Mutex<Disk> = Mutex::new(Disk { dirs: BTreeSet::new(), names: BTreeMap::new(), durable: BTreeMap::new() });
+static DISK: Mutex<Disk> = Mutex::new(Disk {
+    dirs: BTreeSet::new(),
+    names: BTreeMap::new(),
+    durable: BTreeMap::new(),
+});
 
 fn disk() -> MutexGuard<'static, Disk> {
     DISK.lock().unwrap_or_else(|p| p.into_inner())
@@ -48,7 +52,10 @@ fn inode(n: &Node) -> MutexGuard<'_, Inode> {
 }
 
 fn not_found(p: &Path) -> io::Error {
-    io::Error::new(io::ErrorKind::NotFound, format!("{}: no such file or directory", p.display()))
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: no such file or directory", p.display()),
+    )
 }
 
 /// A crash of the machine whose files live under `dir`: names not synced
@@ -57,7 +64,12 @@ fn not_found(p: &Path) -> io::Error {
 pub fn crash(dir: &Path) {
     let mut d = disk();
     d.names.retain(|p, _| !p.starts_with(dir));
-    let left: Vec<(PathBuf, Node)> = d.durable.iter().filter(|(p, _)| p.starts_with(dir)).map(|(p, n)| (p.clone(), n.clone())).collect();
+    let left: Vec<(PathBuf, Node)> = d
+        .durable
+        .iter()
+        .filter(|(p, _)| p.starts_with(dir))
+        .map(|(p, n)| (p.clone(), n.clone()))
+        .collect();
     for (p, n) in left {
         {
             let mut i = inode(&n);
@@ -89,7 +101,12 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     if !d.dirs.contains(dir) {
         return Err(not_found(dir));
     }
-    let now: Vec<(PathBuf, Node)> = d.names.iter().filter(|(p, _)| p.parent() == Some(dir)).map(|(p, n)| (p.clone(), n.clone())).collect();
+    let now: Vec<(PathBuf, Node)> = d
+        .names
+        .iter()
+        .filter(|(p, _)| p.parent() == Some(dir))
+        .map(|(p, n)| (p.clone(), n.clone()))
+        .collect();
     d.durable.retain(|p, _| p.parent() != Some(dir));
     d.durable.extend(now);
     Ok(())
@@ -122,7 +139,10 @@ pub fn metadata(p: impl AsRef<Path>) -> io::Result<Metadata> {
     let p = p.as_ref();
     let d = disk();
     if let Some(n) = d.names.get(p) {
-        return Ok(Metadata { len: inode(n).data.len() as u64, dir: false });
+        return Ok(Metadata {
+            len: inode(n).data.len() as u64,
+            dir: false,
+        });
     }
     if d.dirs.contains(p) {
         return Ok(Metadata { len: 0, dir: true });
@@ -133,7 +153,10 @@ pub fn metadata(p: impl AsRef<Path>) -> io::Result<Metadata> {
 pub fn read(p: impl AsRef<Path>) -> io::Result<Vec<u8>> {
     let p = p.as_ref();
     let d = disk();
-    d.names.get(p).map(|n| inode(n).data.clone()).ok_or_else(|| not_found(p))
+    d.names
+        .get(p)
+        .map(|n| inode(n).data.clone())
+        .ok_or_else(|| not_found(p))
 }
 
 pub struct DirEntry(PathBuf);
@@ -144,7 +167,10 @@ impl DirEntry {
     }
 
     pub fn file_name(&self) -> OsString {
-        self.0.file_name().map(|n| n.to_os_string()).unwrap_or_default()
+        self.0
+            .file_name()
+            .map(|n| n.to_os_string())
+            .unwrap_or_default()
     }
 }
 
@@ -155,13 +181,22 @@ pub fn read_dir(dir: impl AsRef<Path>) -> io::Result<std::vec::IntoIter<io::Resu
     if !d.dirs.contains(dir) {
         return Err(not_found(dir));
     }
-    let entries: Vec<io::Result<DirEntry>> = d.names.keys().filter(|p| p.parent() == Some(dir)).map(|p| Ok(DirEntry(p.clone()))).collect();
+    let entries: Vec<io::Result<DirEntry>> = d
+        .names
+        .keys()
+        .filter(|p| p.parent() == Some(dir))
+        .map(|p| Ok(DirEntry(p.clone())))
+        .collect();
     Ok(entries.into_iter())
 }
 
 pub fn remove_file(p: impl AsRef<Path>) -> io::Result<()> {
     let p = p.as_ref();
-    disk().names.remove(p).map(|_| ()).ok_or_else(|| not_found(p))
+    disk()
+        .names
+        .remove(p)
+        .map(|_| ())
+        .ok_or_else(|| not_found(p))
 }
 
 pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
@@ -225,7 +260,11 @@ impl OpenOptions {
             }
             None => return Err(not_found(p)),
         };
-        Ok(File { node, pos: 0, write: self.write })
+        Ok(File {
+            node,
+            pos: 0,
+            write: self.write,
+        })
     }
 }
 
@@ -238,12 +277,19 @@ pub struct File {
 }
 
 fn read_only() -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, "file not opened for writing")
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "file not opened for writing",
+    )
 }
 
 impl File {
     pub fn create(p: impl AsRef<Path>) -> io::Result<File> {
-        OpenOptions::new().write(true).create(true).truncate(true).open(p)
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(p)
     }
 
     pub fn open(p: impl AsRef<Path>) -> io::Result<File> {
@@ -261,7 +307,10 @@ impl File {
     }
 
     pub fn metadata(&self) -> io::Result<Metadata> {
-        Ok(Metadata { len: inode(&self.node).data.len() as u64, dir: false })
+        Ok(Metadata {
+            len: inode(&self.node).data.len() as u64,
+            dir: false,
+        })
     }
 
     pub fn set_len(&self, len: u64) -> io::Result<()> {

@@ -58,7 +58,11 @@ impl TcpStream {
 }
 
 /// Writes `buf` through `w` and flushes it (madsim sends on flush only).
-fn write_through<W: AsyncWrite + Unpin>(w: &mut W, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+fn write_through<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+) -> Poll<io::Result<usize>> {
     let n = ready!(Pin::new(&mut *w).poll_write(cx, buf))?;
     // The bytes are taken: report them even if the flush must wait (the
     // next write or flush sends them). madsim's flush does not wait.
@@ -69,13 +73,21 @@ fn write_through<W: AsyncWrite + Unpin>(w: &mut W, cx: &mut Context<'_>, buf: &[
 }
 
 impl AsyncRead for TcpStream {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for TcpStream {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         write_through(&mut self.0, cx, buf)
     }
 
@@ -91,7 +103,11 @@ impl AsyncWrite for TcpStream {
 pub struct OwnedReadHalf(ReadHalf<Inner>);
 
 impl AsyncRead for OwnedReadHalf {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_read(cx, buf)
     }
 }
@@ -99,7 +115,11 @@ impl AsyncRead for OwnedReadHalf {
 pub struct OwnedWriteHalf(WriteHalf<Inner>);
 
 impl AsyncWrite for OwnedWriteHalf {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         write_through(&mut self.0, cx, buf)
     }
 

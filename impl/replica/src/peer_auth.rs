@@ -70,8 +70,12 @@ impl ClusterKey {
     pub fn new(secret: Option<&[u8]>) -> ClusterKey {
         let key = secret.unwrap_or(PUBLIC_KEY);
         // HMAC accepts keys of any length; this cannot fail.
-        let mac = <HmacSha256 as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-        ClusterKey { mac, secret: secret.is_some() }
+        let mac = <HmacSha256 as Mac>::new_from_slice(key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+        ClusterKey {
+            mac,
+            secret: secret.is_some(),
+        }
     }
 
     /// Whether a secret was configured (identities are proven).
@@ -103,14 +107,32 @@ impl ClusterKey {
     /// The frame sealer and opener both ends of a handshake between `from`
     /// and `to` with these nonces compute (tests and fuzzing build
     /// sessions with it; a real link gets its own from the handshake).
-    pub fn session_of(&self, from: ReplicaId, to: ReplicaId, nonce_a: [u8; NONCE_LEN], nonce_b: [u8; NONCE_LEN]) -> (FrameSealer, FrameOpener) {
-        self.session(&Transcript { from, to, nonce_a, nonce_b })
+    pub fn session_of(
+        &self,
+        from: ReplicaId,
+        to: ReplicaId,
+        nonce_a: [u8; NONCE_LEN],
+        nonce_b: [u8; NONCE_LEN],
+    ) -> (FrameSealer, FrameOpener) {
+        self.session(&Transcript {
+            from,
+            to,
+            nonce_a,
+            nonce_b,
+        })
     }
 
     fn session(&self, t: &Transcript) -> (FrameSealer, FrameOpener) {
         let key = self.tag(b"session", t);
-        let mac = <HmacSha256 as Mac>::new_from_slice(&key).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-        (FrameSealer { mac: mac.clone(), next: 0 }, FrameOpener { mac, next: 0 })
+        let mac = <HmacSha256 as Mac>::new_from_slice(&key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+        (
+            FrameSealer {
+                mac: mac.clone(),
+                next: 0,
+            },
+            FrameOpener { mac, next: 0 },
+        )
     }
 }
 
@@ -127,7 +149,10 @@ pub enum HandshakeError {
     /// Not a stutter peer of this version.
     BadMagic,
     /// The dialer meant another replica (a wrong address in its config).
-    WrongAddressee { to: ReplicaId, me: ReplicaId },
+    WrongAddressee {
+        to: ReplicaId,
+        me: ReplicaId,
+    },
     /// The claimed sender is not a member (or is this replica).
     UnknownPeer(ReplicaId),
     /// A MAC did not verify: the other side has another secret (or none).
@@ -142,9 +167,16 @@ impl std::fmt::Display for HandshakeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             HandshakeError::BadMagic => write!(f, "not a stutter peer (bad magic or version)"),
-            HandshakeError::WrongAddressee { to, me } => write!(f, "the dialer meant replica {to}, this is {me}"),
-            HandshakeError::UnknownPeer(id) => write!(f, "claims to be replica {id}, which is not a peer"),
-            HandshakeError::BadTag => write!(f, "MAC mismatch: the other side has a different cluster secret (or none)"),
+            HandshakeError::WrongAddressee { to, me } => {
+                write!(f, "the dialer meant replica {to}, this is {me}")
+            }
+            HandshakeError::UnknownPeer(id) => {
+                write!(f, "claims to be replica {id}, which is not a peer")
+            }
+            HandshakeError::BadTag => write!(
+                f,
+                "MAC mismatch: the other side has a different cluster secret (or none)"
+            ),
             HandshakeError::Refused => write!(f, "the acceptor refused the handshake"),
             HandshakeError::Rng(e) => write!(f, "no randomness for a nonce: {e}"),
             HandshakeError::Io(e) => write!(f, "{e}"),
@@ -192,7 +224,11 @@ impl Hello {
         }
         let mut nonce = [0u8; NONCE_LEN];
         nonce.copy_from_slice(&rest[2..]);
-        Ok(Hello { from: rest[0], to: rest[1], nonce })
+        Ok(Hello {
+            from: rest[0],
+            to: rest[1],
+            nonce,
+        })
     }
 }
 
@@ -234,13 +270,22 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     me: ReplicaId,
     to: ReplicaId,
 ) -> Result<FrameSealer, HandshakeError> {
-    let hello = Hello { from: me, to, nonce: nonce()? };
+    let hello = Hello {
+        from: me,
+        to,
+        nonce: nonce()?,
+    };
     s.write_all(&hello.encode()).await?;
     s.flush().await?;
     let mut c = [0u8; CHALLENGE_LEN];
     s.read_exact(&mut c).await?;
     let challenge = Challenge::decode(&c)?;
-    let t = Transcript { from: me, to, nonce_a: hello.nonce, nonce_b: challenge.nonce };
+    let t = Transcript {
+        from: me,
+        to,
+        nonce_a: hello.nonce,
+        nonce_b: challenge.nonce,
+    };
     key.check(b"acceptor", &t, &challenge.tag)?;
     s.write_all(&key.tag(b"dialer", &t)).await?;
     s.flush().await?;
@@ -271,8 +316,16 @@ pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     if hello.from == me || usize::from(hello.from) >= n {
         return Err(HandshakeError::UnknownPeer(hello.from));
     }
-    let t = Transcript { from: hello.from, to: me, nonce_a: hello.nonce, nonce_b: nonce()? };
-    let challenge = Challenge { nonce: t.nonce_b, tag: key.tag(b"acceptor", &t) };
+    let t = Transcript {
+        from: hello.from,
+        to: me,
+        nonce_a: hello.nonce,
+        nonce_b: nonce()?,
+    };
+    let challenge = Challenge {
+        nonce: t.nonce_b,
+        tag: key.tag(b"acceptor", &t),
+    };
     s.write_all(&challenge.encode()).await?;
     s.flush().await?;
     let mut resp = [0u8; RESPONSE_LEN];
@@ -309,7 +362,12 @@ impl FrameSealer {
     /// Appends the sealed frame of `msg` to `out`. A frame longer than
     /// `max` is an error and leaves `out` as it was (the receiver would
     /// refuse it and close the link).
-    pub fn seal<T: Serialize>(&mut self, msg: &T, max: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
+    pub fn seal<T: Serialize>(
+        &mut self,
+        msg: &T,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
         let start = out.len();
         out.extend_from_slice(&[0u8; 4]);
         if let Err(e) = bincode::serialize_into(&mut *out, msg) {
@@ -340,7 +398,9 @@ impl FrameSealer {
             return Err(wire::oversize(len, max));
         }
         out[start..start + 4].copy_from_slice(&len32.to_be_bytes());
-        let tag = frame_mac(&self.mac, self.next, &out[start + 4..]).finalize().into_bytes();
+        let tag = frame_mac(&self.mac, self.next, &out[start + 4..])
+            .finalize()
+            .into_bytes();
         out.extend_from_slice(&tag[..TAG_LEN]);
         self.next += 1;
         Ok(())
@@ -350,7 +410,9 @@ impl FrameSealer {
 impl FrameOpener {
     /// Checks the tag of the next frame (constant time).
     pub fn open(&mut self, body: &[u8], tag: &[u8]) -> bool {
-        let ok = frame_mac(&self.mac, self.next, body).verify_truncated_left(tag).is_ok();
+        let ok = frame_mac(&self.mac, self.next, body)
+            .verify_truncated_left(tag)
+            .is_ok();
         self.next += 1;
         ok
     }
@@ -366,7 +428,9 @@ pub async fn read_sealed<R: AsyncRead + Unpin>(
     max: usize,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<Message>> {
-    let Some(len) = wire::read_len(r).await? else { return Ok(None) };
+    let Some(len) = wire::read_len(r).await? else {
+        return Ok(None);
+    };
     if len > max {
         return Err(wire::oversize(len, max));
     }
@@ -374,7 +438,10 @@ pub async fn read_sealed<R: AsyncRead + Unpin>(
     let mut tag = [0u8; TAG_LEN];
     r.read_exact(&mut tag).await?;
     if !opener.open(buf, &tag) {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "frame MAC mismatch (altered, replayed or reordered)"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "frame MAC mismatch (altered, replayed or reordered)",
+        ));
     }
     wire::decode::<Message>(buf).map(Some)
 }
@@ -391,7 +458,10 @@ mod tests {
         accept_key: &ClusterKey,
         from: ReplicaId,
         to: ReplicaId,
-    ) -> (Result<FrameSealer, HandshakeError>, Result<(ReplicaId, FrameOpener), HandshakeError>) {
+    ) -> (
+        Result<FrameSealer, HandshakeError>,
+        Result<(ReplicaId, FrameOpener), HandshakeError>,
+    ) {
         let (mut a, mut b) = duplex(1024);
         // Each side drops its end when it is done, so a failure on one
         // side ends the other's wait.
@@ -417,22 +487,43 @@ mod tests {
         let (from, mut opener) = a.unwrap();
         assert_eq!(from, 1);
         let mut out = Vec::new();
-        let msgs = [Message::Prepare { ballot: stutter_core::Ballot(257), last_executed: stutter_core::Slot(3) }, Message::ReadProbe { ballot: stutter_core::Ballot(257), id: 9 }];
+        let msgs = [
+            Message::Prepare {
+                ballot: stutter_core::Ballot(257),
+                last_executed: stutter_core::Slot(3),
+            },
+            Message::ReadProbe {
+                ballot: stutter_core::Ballot(257),
+                id: 9,
+            },
+        ];
         for m in &msgs {
             sealer.seal(m, 1 << 20, &mut out).unwrap();
         }
         let mut r = &out[..];
         let mut buf = Vec::new();
         for m in &msgs {
-            assert_eq!(read_sealed(&mut r, &mut opener, 1 << 20, &mut buf).await.unwrap().as_ref(), Some(m));
+            assert_eq!(
+                read_sealed(&mut r, &mut opener, 1 << 20, &mut buf)
+                    .await
+                    .unwrap()
+                    .as_ref(),
+                Some(m)
+            );
         }
-        assert!(read_sealed(&mut r, &mut opener, 1 << 20, &mut buf).await.unwrap().is_none());
+        assert!(read_sealed(&mut r, &mut opener, 1 << 20, &mut buf)
+            .await
+            .unwrap()
+            .is_none());
     }
 
     #[tokio::test]
     async fn a_dialer_without_the_secret_is_refused_and_learns_nothing() {
         let good = ClusterKey::new(Some(b"correct horse battery staple"));
-        for bad in [ClusterKey::new(Some(b"another secret entirely")), ClusterKey::new(None)] {
+        for bad in [
+            ClusterKey::new(Some(b"another secret entirely")),
+            ClusterKey::new(None),
+        ] {
             let (d, a) = handshake(&bad, &good, 1, 0).await;
             // The dialer stops at the acceptor's tag: it never answers.
             assert!(matches!(d, Err(HandshakeError::BadTag)), "{:?}", d.err());
@@ -450,14 +541,26 @@ mod tests {
         let (_, a) = handshake(&key, &key, 0, 0).await;
         assert!(matches!(a, Err(HandshakeError::UnknownPeer(0))), "itself");
         let (_, a) = handshake(&key, &key, 7, 0).await;
-        assert!(matches!(a, Err(HandshakeError::UnknownPeer(7))), "not a member");
+        assert!(
+            matches!(a, Err(HandshakeError::UnknownPeer(7))),
+            "not a member"
+        );
         let (_, a) = handshake(&key, &key, 1, 2).await;
         assert!(a.is_ok());
         // Dialing replica 0 at replica 2's address.
         let (mut x, mut y) = duplex(1024);
         let acc = tokio::spawn(async move { accept(&mut y, &key, 2, N).await.map(|(f, _)| f) });
-        let _ = dial(&mut x, &ClusterKey::new(Some(b"correct horse battery staple")), 1, 0).await;
-        assert!(matches!(acc.await.unwrap(), Err(HandshakeError::WrongAddressee { to: 0, me: 2 })));
+        let _ = dial(
+            &mut x,
+            &ClusterKey::new(Some(b"correct horse battery staple")),
+            1,
+            0,
+        )
+        .await;
+        assert!(matches!(
+            acc.await.unwrap(),
+            Err(HandshakeError::WrongAddressee { to: 0, me: 2 })
+        ));
     }
 
     /// A recorded handshake of replica 1 replayed to the acceptor fails:
@@ -466,7 +569,11 @@ mod tests {
     async fn a_replayed_handshake_is_refused() {
         let key = ClusterKey::new(Some(b"correct horse battery staple"));
         let nonce_a = [7u8; NONCE_LEN];
-        let hello = Hello { from: 1, to: 0, nonce: nonce_a };
+        let hello = Hello {
+            from: 1,
+            to: 0,
+            nonce: nonce_a,
+        };
         // The first, genuine run, recorded.
         let (mut x, mut y) = duplex(1024);
         let k = key.clone();
@@ -475,7 +582,12 @@ mod tests {
         let mut c = [0u8; CHALLENGE_LEN];
         x.read_exact(&mut c).await.unwrap();
         let ch = Challenge::decode(&c).unwrap();
-        let t = Transcript { from: 1, to: 0, nonce_a, nonce_b: ch.nonce };
+        let t = Transcript {
+            from: 1,
+            to: 0,
+            nonce_a,
+            nonce_b: ch.nonce,
+        };
         let recorded = key.tag(b"dialer", &t);
         x.write_all(&recorded).await.unwrap();
         assert_eq!(acc.await.unwrap().unwrap(), 1);
@@ -491,7 +603,11 @@ mod tests {
 
     /// Reads sealed frames of session `t` until the end: the messages, or
     /// how many were read before the error.
-    async fn read_all(key: &ClusterKey, t: &Transcript, bytes: Vec<u8>) -> Result<Vec<Message>, usize> {
+    async fn read_all(
+        key: &ClusterKey,
+        t: &Transcript,
+        bytes: Vec<u8>,
+    ) -> Result<Vec<Message>, usize> {
         let (_, mut o) = key.session(t);
         let mut r = &bytes[..];
         let mut buf = Vec::new();
@@ -508,13 +624,26 @@ mod tests {
     #[tokio::test]
     async fn altered_replayed_or_reordered_frames_are_refused() {
         let key = ClusterKey::new(Some(b"correct horse battery staple"));
-        let t = Transcript { from: 1, to: 0, nonce_a: [1; NONCE_LEN], nonce_b: [2; NONCE_LEN] };
+        let t = Transcript {
+            from: 1,
+            to: 0,
+            nonce_a: [1; NONCE_LEN],
+            nonce_b: [2; NONCE_LEN],
+        };
         let frames = |n: usize| {
             let (mut s, _) = key.session(&t);
             (0..n)
                 .map(|i| {
                     let mut f = Vec::new();
-                    s.seal(&Message::ReadProbe { ballot: stutter_core::Ballot(1), id: i as u64 }, 1 << 20, &mut f).unwrap();
+                    s.seal(
+                        &Message::ReadProbe {
+                            ballot: stutter_core::Ballot(1),
+                            id: i as u64,
+                        },
+                        1 << 20,
+                        &mut f,
+                    )
+                    .unwrap();
                     f
                 })
                 .collect::<Vec<_>>()
@@ -529,17 +658,35 @@ mod tests {
         let reordered = [f[1].clone(), f[0].clone()].concat();
         assert_eq!(read_all(&key, &t, reordered).await, Err(0));
         // A frame sealed on another connection (other nonces).
-        let other = Transcript { from: 1, to: 0, nonce_a: [3; NONCE_LEN], nonce_b: [2; NONCE_LEN] };
+        let other = Transcript {
+            from: 1,
+            to: 0,
+            nonce_a: [3; NONCE_LEN],
+            nonce_b: [2; NONCE_LEN],
+        };
         let (mut s, _) = key.session(&other);
         let mut moved = Vec::new();
-        s.seal(&Message::ReadProbe { ballot: stutter_core::Ballot(1), id: 0 }, 1 << 20, &mut moved).unwrap();
+        s.seal(
+            &Message::ReadProbe {
+                ballot: stutter_core::Ballot(1),
+                id: 0,
+            },
+            1 << 20,
+            &mut moved,
+        )
+        .unwrap();
         assert_eq!(read_all(&key, &t, moved).await, Err(0));
     }
 
     #[tokio::test]
     async fn a_frame_over_the_cap_is_neither_sent_nor_read() {
         let key = ClusterKey::new(None);
-        let t = Transcript { from: 1, to: 0, nonce_a: [1; NONCE_LEN], nonce_b: [2; NONCE_LEN] };
+        let t = Transcript {
+            from: 1,
+            to: 0,
+            nonce_a: [1; NONCE_LEN],
+            nonce_b: [2; NONCE_LEN],
+        };
         let (mut s, mut o) = key.session(&t);
         let mut out = vec![9u8];
         let big = vec![0u8; 2000];
@@ -547,7 +694,9 @@ mod tests {
         assert_eq!(out, vec![9u8], "nothing appended");
         let mut prefix = &((512u32 << 20).to_be_bytes())[..];
         let mut buf = Vec::new();
-        assert!(read_sealed(&mut prefix, &mut o, 256 << 20, &mut buf).await.is_err());
+        assert!(read_sealed(&mut prefix, &mut o, 256 << 20, &mut buf)
+            .await
+            .is_err());
         assert_eq!(buf.capacity(), 0, "refused before allocating");
     }
 }

@@ -34,12 +34,12 @@ mod madsim_fs;
 
 /// Sockets: tokio's, or turmoil's or madsim's simulated ones.
 pub mod net {
+    #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
+    pub use super::madsim_net::{OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
     #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
     #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
     pub use tokio::net::{TcpListener, TcpStream};
-    #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
-    pub use super::madsim_net::{OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
     #[cfg(feature = "turmoil")]
     pub use turmoil::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
     #[cfg(feature = "turmoil")]
@@ -52,11 +52,18 @@ pub mod net {
 /// and names lost on a crash; `madsim_fs.rs`).
 pub mod fs {
     #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
-    pub use super::madsim_fs::{crash, create_dir_all, forget, metadata, read, read_dir, remove_file, rename, sync_dir, File, OpenOptions};
+    pub use super::madsim_fs::{
+        crash, create_dir_all, forget, metadata, read, read_dir, remove_file, rename, sync_dir,
+        File, OpenOptions,
+    };
     #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
-    pub use std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
+    pub use std::fs::{
+        create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions,
+    };
     #[cfg(feature = "turmoil")]
-    pub use turmoil::fs::shim::std::fs::{create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions};
+    pub use turmoil::fs::shim::std::fs::{
+        create_dir_all, metadata, read, read_dir, remove_file, rename, File, OpenOptions,
+    };
 
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
@@ -134,5 +141,7 @@ pub fn since_epoch() -> std::time::Duration {
     if let Some(d) = turmoil::since_epoch() {
         return d;
     }
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
 }

@@ -24,15 +24,26 @@ pub enum Command {
 /// Parses one request line (without its newline).
 pub fn parse(line: &[u8]) -> Result<Command, String> {
     let text = std::str::from_utf8(line).map_err(|_| "not UTF-8".to_string())?;
-    let parts: Vec<&str> = text.trim_end_matches('\r').split(' ').filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = text
+        .trim_end_matches('\r')
+        .split(' ')
+        .filter(|p| !p.is_empty())
+        .collect();
     let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
     match parts.as_slice() {
         ["get", k] => Ok(Command::Op(Op::Get { key: b(k) })),
-        ["put", k, v] => Ok(Command::Op(Op::Put { key: b(k), value: b(v) })),
+        ["put", k, v] => Ok(Command::Op(Op::Put {
+            key: b(k),
+            value: b(v),
+        })),
         ["del", k] => Ok(Command::Op(Op::Del { key: b(k) })),
         ["cas", k, from, to] => {
             let from = if *from == "-" { None } else { Some(b(from)) };
-            Ok(Command::Op(Op::Cas { key: b(k), from, to: b(to) }))
+            Ok(Command::Op(Op::Cas {
+                key: b(k),
+                from,
+                to: b(to),
+            }))
         }
         ["status"] => Ok(Command::Status),
         _ => Err("bad command".to_string()),
@@ -65,10 +76,17 @@ pub fn render_into(resp: &ClientResponse, out: &mut Vec<u8>) {
             Reply::UnknownClient => b"error unknown client"[..].into(),
             Reply::Malformed => b"error malformed request"[..].into(),
         },
-        ClientResponse::Redirect { addr: Some(a), .. } => format!("leader is {a}").into_bytes().into(),
+        ClientResponse::Redirect { addr: Some(a), .. } => {
+            format!("leader is {a}").into_bytes().into()
+        }
         ClientResponse::Redirect { addr: None, .. } => b"retry"[..].into(),
-        ClientResponse::Status(s) => serde_json::to_vec(s).unwrap_or_else(|_| b"error status".to_vec()).into(),
-        ClientResponse::Digest { last_executed, digest } => format!("{last_executed} {digest:016x}").into_bytes().into(),
+        ClientResponse::Status(s) => serde_json::to_vec(s)
+            .unwrap_or_else(|_| b"error status".to_vec())
+            .into(),
+        ClientResponse::Digest {
+            last_executed,
+            digest,
+        } => format!("{last_executed} {digest:016x}").into_bytes().into(),
         ClientResponse::Error(e) => format!("error {e}").into_bytes().into(),
         ClientResponse::Unknown { .. } => b"error timeout: the outcome is unknown"[..].into(),
     };
@@ -89,10 +107,17 @@ pub enum Line {
 /// Reads the next non-empty request line into `line`, without its line
 /// ending (a last line without a newline at the end of the stream still
 /// counts). The buffer grows with the bytes that arrive, up to `max` + 1.
-pub async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize, line: &mut Vec<u8>) -> std::io::Result<Line> {
+pub async fn read_line<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    line: &mut Vec<u8>,
+) -> std::io::Result<Line> {
     loop {
         line.clear();
-        let n = (&mut *r).take(max as u64 + 1).read_until(b'\n', line).await?;
+        let n = (&mut *r)
+            .take(max as u64 + 1)
+            .read_until(b'\n', line)
+            .await?;
         if n == 0 {
             return Ok(Line::End);
         }
@@ -114,19 +139,46 @@ mod tests {
 
     #[test]
     fn parses_every_command_and_rejects_garbage() {
-        assert_eq!(parse(b"get k"), Ok(Command::Op(Op::Get { key: "k".into() })));
-        assert_eq!(parse(b"put k v\r"), Ok(Command::Op(Op::Put { key: "k".into(), value: "v".into() })));
-        assert_eq!(parse(b"del k"), Ok(Command::Op(Op::Del { key: "k".into() })));
+        assert_eq!(
+            parse(b"get k"),
+            Ok(Command::Op(Op::Get { key: "k".into() }))
+        );
+        assert_eq!(
+            parse(b"put k v\r"),
+            Ok(Command::Op(Op::Put {
+                key: "k".into(),
+                value: "v".into()
+            }))
+        );
+        assert_eq!(
+            parse(b"del k"),
+            Ok(Command::Op(Op::Del { key: "k".into() }))
+        );
         assert_eq!(
             parse(b"cas k - v"),
-            Ok(Command::Op(Op::Cas { key: "k".into(), from: None, to: "v".into() }))
+            Ok(Command::Op(Op::Cas {
+                key: "k".into(),
+                from: None,
+                to: "v".into()
+            }))
         );
         assert_eq!(
             parse(b"cas k a b"),
-            Ok(Command::Op(Op::Cas { key: "k".into(), from: Some("a".into()), to: "b".into() }))
+            Ok(Command::Op(Op::Cas {
+                key: "k".into(),
+                from: Some("a".into()),
+                to: "b".into()
+            }))
         );
         assert_eq!(parse(b"status"), Ok(Command::Status));
-        for bad in [&b"get"[..], b"put k", b"frobnicate x", b"\xff\xfe", b"get a b", b""] {
+        for bad in [
+            &b"get"[..],
+            b"put k",
+            b"frobnicate x",
+            b"\xff\xfe",
+            b"get a b",
+            b"",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
@@ -141,22 +193,56 @@ mod tests {
         }
         assert_eq!(got, ["get a", "put k v", "last"]);
         let mut r: &[u8] = b"put k 0123456789abcdef\nget k\n";
-        assert_eq!(read_line(&mut r, 16, &mut line).await.unwrap(), Line::TooLong);
+        assert_eq!(
+            read_line(&mut r, 16, &mut line).await.unwrap(),
+            Line::TooLong
+        );
         assert!(line.len() <= 17);
     }
 
     #[test]
     fn renders_replicant_compatible_replies() {
-        let r = |reply| render(&ClientResponse::Reply { client: 1, seq: 1, reply });
+        let r = |reply| {
+            render(&ClientResponse::Reply {
+                client: 1,
+                seq: 1,
+                reply,
+            })
+        };
         assert_eq!(r(Reply::Value(Some("v".into()))), b"v");
         assert_eq!(r(Reply::Value(None)), b"");
         assert_eq!(r(Reply::Done), b"ok");
-        assert_eq!(r(Reply::Cas { ok: false, current: None }), b"fail -");
-        assert_eq!(r(Reply::Cas { ok: false, current: Some("x".into()) }), b"fail x");
+        assert_eq!(
+            r(Reply::Cas {
+                ok: false,
+                current: None
+            }),
+            b"fail -"
+        );
+        assert_eq!(
+            r(Reply::Cas {
+                ok: false,
+                current: Some("x".into())
+            }),
+            b"fail x"
+        );
         assert_eq!(r(Reply::Busy), b"retry");
         assert_eq!(r(Reply::SessionExpired), b"error session expired");
-        let redirect = ClientResponse::Redirect { client: 1, seq: 1, leader: Some(2), addr: Some("h:1".into()) };
+        let redirect = ClientResponse::Redirect {
+            client: 1,
+            seq: 1,
+            leader: Some(2),
+            addr: Some("h:1".into()),
+        };
         assert_eq!(render(&redirect), b"leader is h:1");
-        assert_eq!(render(&ClientResponse::Redirect { client: 1, seq: 1, leader: None, addr: None }), b"retry");
+        assert_eq!(
+            render(&ClientResponse::Redirect {
+                client: 1,
+                seq: 1,
+                leader: None,
+                addr: None
+            }),
+            b"retry"
+        );
     }
 }

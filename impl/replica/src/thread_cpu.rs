@@ -9,7 +9,10 @@ use std::time::Duration;
 /// (user and system; `CLOCK_THREAD_CPUTIME_ID`). 0 if the clock cannot be
 /// read (it always can on Linux).
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; the clock id is a
     // constant the kernel knows.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };

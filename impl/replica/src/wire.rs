@@ -23,7 +23,12 @@ pub const READ_CHUNK: usize = 64 << 10;
 pub enum ClientRequest {
     /// `retry`: this `(client, seq)` was sent before and that attempt's
     /// outcome is uncertain (`stutter_core::Request::retry`).
-    Op { client: ClientId, seq: Seq, op: Op, retry: bool },
+    Op {
+        client: ClientId,
+        seq: Seq,
+        op: Op,
+        retry: bool,
+    },
     Status,
     /// The executed state's running digest, for white-box checks.
     Digest,
@@ -82,22 +87,39 @@ pub struct GcStatus {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ClientResponse {
-    Reply { client: ClientId, seq: Seq, reply: Reply },
+    Reply {
+        client: ClientId,
+        seq: Seq,
+        reply: Reply,
+    },
     /// Not the leader: the leader's id and client address, if known.
-    Redirect { client: ClientId, seq: Seq, leader: Option<ReplicaId>, addr: Option<String> },
+    Redirect {
+        client: ClientId,
+        seq: Seq,
+        leader: Option<ReplicaId>,
+        addr: Option<String>,
+    },
     Status(StatusInfo),
-    Digest { last_executed: Slot, digest: u64 },
+    Digest {
+        last_executed: Slot,
+        digest: u64,
+    },
     Error(String),
     /// The replica gave up waiting for the outcome of `(client, seq)` (its
     /// leader lost leadership before the request committed, or it never
     /// will): it may or may not take effect. Retrying the same `(client,
     /// seq)` is safe. Last, so that the other variants keep their tags.
-    Unknown { client: ClientId, seq: Seq },
+    Unknown {
+        client: ClientId,
+        seq: Seq,
+    },
 }
 
 pub fn encode<T: Serialize>(v: &T) -> std::io::Result<Vec<u8>> {
-    let body = bincode::serialize(v).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    let len = u32::try_from(body.len()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "frame too large"))?;
+    let body = bincode::serialize(v)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let len = u32::try_from(body.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "frame too large"))?;
     let mut out = Vec::with_capacity(body.len() + 4);
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&body);
@@ -110,7 +132,10 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> std::io::Result<T> {
 
 /// The error of a frame longer than the reader's cap.
 pub fn oversize(len: usize, max: usize) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("frame of {len} bytes exceeds the limit of {max}"))
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("frame of {len} bytes exceeds the limit of {max}"),
+    )
 }
 
 /// Reads a frame's length prefix; `Ok(None)` on a clean end of stream
@@ -127,7 +152,11 @@ pub async fn read_len<R: AsyncRead + Unpin>(r: &mut R) -> std::io::Result<Option
 /// Reads `len` bytes into `body` (cleared first), allocating as they
 /// arrive: at most [`READ_CHUNK`] ahead of what was received (and the
 /// vector's doubling), never `len` up front.
-pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize, body: &mut Vec<u8>) -> std::io::Result<()> {
+pub async fn read_body<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+    body: &mut Vec<u8>,
+) -> std::io::Result<()> {
     body.clear();
     while body.len() < len {
         let start = body.len();
@@ -140,8 +169,13 @@ pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, len: usize, body: &mut V
 
 /// Reads one frame body; `Ok(None)` on a clean end of stream. A length
 /// above `max` is an error before anything is allocated.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> std::io::Result<Option<Vec<u8>>> {
-    let Some(len) = read_len(r).await? else { return Ok(None) };
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let Some(len) = read_len(r).await? else {
+        return Ok(None);
+    };
     if len > max {
         return Err(oversize(len, max));
     }
@@ -150,7 +184,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> std::io:
     Ok(Some(body))
 }
 
-pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, v: &T) -> std::io::Result<()> {
+pub async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
+    w: &mut W,
+    v: &T,
+) -> std::io::Result<()> {
     w.write_all(&encode(v)?).await
 }
 
@@ -160,18 +197,34 @@ mod tests {
 
     #[tokio::test]
     async fn frames_round_trip_and_oversize_or_garbage_is_an_error() {
-        let req = ClientRequest::Op { client: 7, seq: 3, op: Op::Put { key: "k".into(), value: "v".into() }, retry: true };
+        let req = ClientRequest::Op {
+            client: 7,
+            seq: 3,
+            op: Op::Put {
+                key: "k".into(),
+                value: "v".into(),
+            },
+            retry: true,
+        };
         let bytes = encode(&req).unwrap();
         let mut r = &bytes[..];
         let body = read_frame(&mut r, MAX_CLIENT_FRAME).await.unwrap().unwrap();
         assert_eq!(decode::<ClientRequest>(&body).unwrap(), req);
-        assert!(read_frame(&mut r, MAX_CLIENT_FRAME).await.unwrap().is_none(), "clean EOF");
+        assert!(
+            read_frame(&mut r, MAX_CLIENT_FRAME)
+                .await
+                .unwrap()
+                .is_none(),
+            "clean EOF"
+        );
 
         let huge = (u32::MAX).to_be_bytes();
         assert!(read_frame(&mut &huge[..], MAX_CLIENT_FRAME).await.is_err());
         assert!(decode::<ClientRequest>(&[0xff, 0xff, 0xff, 0xff, 9, 9]).is_err());
         let truncated = &bytes[..bytes.len() - 1];
-        assert!(read_frame(&mut &truncated[..], MAX_CLIENT_FRAME).await.is_err());
+        assert!(read_frame(&mut &truncated[..], MAX_CLIENT_FRAME)
+            .await
+            .is_err());
     }
 
     #[tokio::test]

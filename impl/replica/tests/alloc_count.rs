@@ -10,8 +10,15 @@ static GLOBAL: Counting<std::alloc::System> = Counting(std::alloc::System);
 fn counts_allocations_frees_and_reallocations_after_enable() {
     let before_enable = alloc_count::counts();
     let early = vec![0u8; 10_000];
-    assert_eq!(alloc_count::counts(), before_enable, "nothing is counted before enable");
-    assert!(alloc_count::enable(), "the counting allocator is the global one");
+    assert_eq!(
+        alloc_count::counts(),
+        before_enable,
+        "nothing is counted before enable"
+    );
+    assert!(
+        alloc_count::enable(),
+        "the counting allocator is the global one"
+    );
     assert!(alloc_count::enabled());
 
     let a = alloc_count::counts();

@@ -45,7 +45,10 @@ fn largest_allocation(f: impl FnOnce()) -> usize {
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().build().expect("runtime").block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(f)
 }
 
 const PREFIX_512_MIB: [u8; 4] = (512u32 << 20).to_be_bytes();
@@ -63,10 +66,16 @@ fn a_512_mib_prefix_allocates_nothing_under_any_cap() {
     // Under the default caps (4 MiB clients, 256 MiB peers): refused at once.
     let used = largest_allocation(|| {
         block_on(async {
-            assert!(wire::read_frame(&mut &stream[..], wire::MAX_CLIENT_FRAME).await.is_err());
+            assert!(wire::read_frame(&mut &stream[..], wire::MAX_CLIENT_FRAME)
+                .await
+                .is_err());
             let mut opener = test_opener().await;
             let mut buf = Vec::new();
-            assert!(peer_auth::read_sealed(&mut &stream[..], &mut opener, 256 << 20, &mut buf).await.is_err());
+            assert!(
+                peer_auth::read_sealed(&mut &stream[..], &mut opener, 256 << 20, &mut buf)
+                    .await
+                    .is_err()
+            );
         })
     });
     assert!(used < 64 << 10, "largest allocation {used} bytes");
@@ -74,13 +83,23 @@ fn a_512_mib_prefix_allocates_nothing_under_any_cap() {
     let used = largest_allocation(|| {
         block_on(async {
             let r = wire::read_frame(&mut &stream[..], 1 << 30).await;
-            assert_eq!(r.err().map(|e| e.kind()), Some(std::io::ErrorKind::UnexpectedEof));
+            assert_eq!(
+                r.err().map(|e| e.kind()),
+                Some(std::io::ErrorKind::UnexpectedEof)
+            );
             let mut opener = test_opener().await;
             let mut buf = Vec::new();
-            assert!(peer_auth::read_sealed(&mut &stream[..], &mut opener, 1 << 30, &mut buf).await.is_err());
+            assert!(
+                peer_auth::read_sealed(&mut &stream[..], &mut opener, 1 << 30, &mut buf)
+                    .await
+                    .is_err()
+            );
         })
     });
-    assert!(used <= 2 * wire::READ_CHUNK, "largest allocation {used} bytes");
+    assert!(
+        used <= 2 * wire::READ_CHUNK,
+        "largest allocation {used} bytes"
+    );
 }
 
 #[test]
@@ -91,7 +110,10 @@ fn a_long_text_line_allocates_only_what_arrived() {
         block_on(async {
             let mut r = tokio::io::BufReader::new(&stream[..]);
             let mut line = Vec::new();
-            assert_eq!(text::read_line(&mut r, 4 << 20, &mut line).await.ok(), Some(text::Line::Request));
+            assert_eq!(
+                text::read_line(&mut r, 4 << 20, &mut line).await.ok(),
+                Some(text::Line::Request)
+            );
         })
     });
     assert!(used < 64 << 10, "largest allocation {used} bytes");
@@ -101,7 +123,10 @@ fn a_long_text_line_allocates_only_what_arrived() {
 async fn test_opener() -> peer_auth::FrameOpener {
     let key = ClusterKey::new(Some(b"allocation test secret"));
     let (mut a, mut b) = tokio::io::duplex(4096);
-    let (d, acc) = tokio::join!(peer_auth::dial(&mut a, &key, 1, 0), peer_auth::accept(&mut b, &key, 0, 3));
+    let (d, acc) = tokio::join!(
+        peer_auth::dial(&mut a, &key, 1, 0),
+        peer_auth::accept(&mut b, &key, 0, 3)
+    );
     assert!(d.is_ok());
     acc.expect("accept").1
 }

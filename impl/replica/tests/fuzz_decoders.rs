@@ -14,7 +14,10 @@ use stutter_replica::wire::{self, ClientRequest, ClientResponse};
 use stutter_replica::{text, wal};
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 /// The log's replay: decoded records applied as `Wal::open` applies them.
@@ -31,7 +34,9 @@ fn replay(records: Vec<Record>) {
 fn the_mutations_reach_a_planted_length_bug() {
     let frame = corpus::client_stream(&corpus::requests()[..1]);
     let found = fuzz::mutants_reaching(&[frame], 1000, |input| {
-        input.get(..4).is_some_and(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) >= 1 << 24)
+        input
+            .get(..4)
+            .is_some_and(|l| u32::from_be_bytes([l[0], l[1], l[2], l[3]]) >= 1 << 24)
     });
     assert!(found > 0, "no mutant set a large length");
 }
@@ -41,7 +46,14 @@ fn peer_handshake() {
     let rt = rt();
     let key = ClusterKey::new(Some(b"fuzzing cluster secret"));
     let mut corpus = vec![corpus::dialer_bytes()];
-    corpus.push(Challenge { nonce: [3; 32], tag: [4; 32] }.encode().to_vec());
+    corpus.push(
+        Challenge {
+            nonce: [3; 32],
+            tag: [4; 32],
+        }
+        .encode()
+        .to_vec(),
+    );
     fuzz("peer_handshake", &corpus, 3000, |input| {
         // The acceptor reading a dialer's bytes, and a dialer reading an
         // acceptor's: neither may panic, and no input authenticates.
@@ -50,12 +62,18 @@ fn peer_handshake() {
             let mut s = stream;
             peer_auth::accept(&mut s, &key, 0, 3).await
         });
-        assert!(accepted.is_err(), "an input without the secret was accepted");
+        assert!(
+            accepted.is_err(),
+            "an input without the secret was accepted"
+        );
         let dialed = rt.block_on(async {
             let mut s = tokio::io::join(input, tokio::io::sink());
             peer_auth::dial(&mut s, &key, 1, 0).await
         });
-        assert!(dialed.is_err(), "an input without the secret was taken for the acceptor");
+        assert!(
+            dialed.is_err(),
+            "an input without the secret was taken for the acceptor"
+        );
         if let Ok(h) = <&[u8; HELLO_LEN]>::try_from(input.get(..HELLO_LEN).unwrap_or(&[])) {
             let _ = Hello::decode(h);
         }
@@ -77,7 +95,9 @@ fn peer_frames() {
         rt.block_on(async {
             let mut r = input;
             let mut buf = Vec::new();
-            while let Ok(Some(_)) = peer_auth::read_sealed(&mut r, &mut o, 1 << 20, &mut buf).await {}
+            while let Ok(Some(_)) = peer_auth::read_sealed(&mut r, &mut o, 1 << 20, &mut buf).await
+            {
+            }
         });
     });
 }
@@ -157,8 +177,14 @@ fn text_protocol() {
 /// Whole segments mutated as raw bytes (mostly caught by the CRC).
 #[test]
 fn wal_segments() {
-    let seg: Vec<u8> = corpus::records().iter().flat_map(|r| wal_record(5, &bincode(r))).collect();
-    let two: Vec<u8> = corpus::records()[..2].iter().flat_map(|r| wal_record(5, &bincode(r))).collect();
+    let seg: Vec<u8> = corpus::records()
+        .iter()
+        .flat_map(|r| wal_record(5, &bincode(r)))
+        .collect();
+    let two: Vec<u8> = corpus::records()[..2]
+        .iter()
+        .flat_map(|r| wal_record(5, &bincode(r)))
+        .collect();
     fuzz("wal_segments", &[seg, two], 5000, |input| {
         let (records, valid) = wal::decode_segment(input, 5);
         assert!(valid <= input.len());
@@ -208,20 +234,27 @@ fn snapshot_file() {
 /// snapshot. Slower (files, threads): fewer inputs.
 #[test]
 fn wal_directory() {
-    let seg: Vec<u8> = corpus::records()[..3].iter().flat_map(|r| wal_record(1, &bincode(r))).collect();
+    let seg: Vec<u8> = corpus::records()[..3]
+        .iter()
+        .flat_map(|r| wal_record(1, &bincode(r)))
+        .collect();
     let snap = wal_record(0, &bincode(&corpus::records()[3]));
     let mut both = seg.clone();
     both.extend_from_slice(&snap);
     fuzz("wal_directory", &[both], 150, |input| {
         let dir = tempfile::tempdir().expect("tempdir");
         let split = input.len().min(seg.len());
-        std::fs::write(dir.path().join("wal-0000000000000001.log"), &input[..split]).expect("write");
+        std::fs::write(dir.path().join("wal-0000000000000001.log"), &input[..split])
+            .expect("write");
         std::fs::write(dir.path().join("snapshot.bin"), &input[split..]).expect("write");
         // Opening may fail only with an I/O error, never panic; what it
         // accepts, the core recovers from without breaking an invariant.
         if let Ok((_, durable)) = wal::Wal::open(dir.path(), false) {
-            let rng = Box::new(<rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(1));
-            let r = stutter_core::Replica::recover(0, stutter_core::Config::default(), durable, rng);
+            let rng = Box::new(
+                <rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(1),
+            );
+            let r =
+                stutter_core::Replica::recover(0, stutter_core::Config::default(), durable, rng);
             if let Err(e) = r.check_invariants() {
                 panic!("a state Wal::open accepted breaks the core's invariants: {e}");
             }
@@ -235,7 +268,10 @@ fn wal_directory() {
 #[test]
 fn sync_marks() {
     let recs = &corpus::records()[..3];
-    let seg: Vec<u8> = recs.iter().flat_map(|r| wal_record(1, &bincode(r))).collect();
+    let seg: Vec<u8> = recs
+        .iter()
+        .flat_map(|r| wal_record(1, &bincode(r)))
+        .collect();
     let mut file = wal::encode_marks(4, &[(1, seg.len() as u64)]);
     file.extend(wal::encode_marks(3, &[(1, 10), (7, 99)]));
     fuzz("sync_marks", &[file], 300, |input| {

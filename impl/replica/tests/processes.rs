@@ -26,7 +26,10 @@ struct Cluster {
 const SECRET: &str = "test cluster secret, 32 bytes..";
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(0)
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
 }
 
 impl Cluster {
@@ -44,7 +47,8 @@ impl Cluster {
         for id in 0..3 {
             let c = format!("127.0.0.1:{}", free_port());
             let p = format!("127.0.0.1:{}", free_port());
-            toml += &format!("[[replica]]\nid = {id}\npeer_addr = \"{p}\"\nclient_addr = \"{c}\"\n\n");
+            toml +=
+                &format!("[[replica]]\nid = {id}\npeer_addr = \"{p}\"\nclient_addr = \"{c}\"\n\n");
             clients.push(c);
             peers.push(p);
         }
@@ -52,7 +56,14 @@ impl Cluster {
         toml += extra;
         let config = dir.path().join("cluster.toml");
         std::fs::write(&config, toml).expect("write config");
-        let mut c = Cluster { dir, config, clients, peers, procs: vec![None, None, None], traced: extra.contains(TRACED) };
+        let mut c = Cluster {
+            dir,
+            config,
+            clients,
+            peers,
+            procs: vec![None, None, None],
+            traced: extra.contains(TRACED),
+        };
         for id in 0..3 {
             c.start(id);
         }
@@ -68,9 +79,17 @@ impl Cluster {
     }
 
     fn start(&mut self, id: usize) {
-        let log = std::fs::File::create(self.dir.path().join(format!("replica-{id}.log"))).expect("log file");
+        let log = std::fs::File::create(self.dir.path().join(format!("replica-{id}.log")))
+            .expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_replica"));
-        cmd.args(["--config", path(&self.config), "--id", &id.to_string(), "--data-dir", path(&self.data(id))]);
+        cmd.args([
+            "--config",
+            path(&self.config),
+            "--id",
+            &id.to_string(),
+            "--data-dir",
+            path(&self.data(id)),
+        ]);
         if self.traced {
             cmd.args(["--trace", path(&self.trace(id))]);
         }
@@ -83,7 +102,8 @@ impl Cluster {
     }
 
     fn log(&self, id: usize) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("replica-{id}.log"))).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join(format!("replica-{id}.log")))
+            .unwrap_or_default()
     }
 
     fn kill(&mut self, id: usize) {
@@ -132,15 +152,23 @@ fn path(p: &Path) -> &str {
 }
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 fn put(k: &str, v: &str) -> Op {
-    Op::Put { key: k.to_owned().into(), value: v.to_owned().into() }
+    Op::Put {
+        key: k.to_owned().into(),
+        value: v.to_owned().into(),
+    }
 }
 
 fn get(k: &str) -> Op {
-    Op::Get { key: k.to_owned().into() }
+    Op::Get {
+        key: k.to_owned().into(),
+    }
 }
 
 async fn write_keys(c: &mut Client, prefix: &str, n: usize) -> Vec<String> {
@@ -157,7 +185,11 @@ async fn write_keys(c: &mut Client, prefix: &str, n: usize) -> Vec<String> {
 async fn assert_present(c: &mut Client, keys: &[String]) {
     for k in keys {
         let r = c.call(get(k)).await.expect("read");
-        assert_eq!(r, Reply::Value(Some(format!("v-{k}").into())), "acknowledged write of {k} lost");
+        assert_eq!(
+            r,
+            Reply::Value(Some(format!("v-{k}").into())),
+            "acknowledged write of {k} lost"
+        );
     }
 }
 
@@ -179,14 +211,23 @@ fn put_get_and_follower_crash() {
     cl.start(follower);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let s = rt.block_on(client::status(&cl.clients[follower], Duration::from_millis(300)));
-        let l = rt.block_on(client::status(&cl.clients[leader], Duration::from_millis(300)));
+        let s = rt.block_on(client::status(
+            &cl.clients[follower],
+            Duration::from_millis(300),
+        ));
+        let l = rt.block_on(client::status(
+            &cl.clients[leader],
+            Duration::from_millis(300),
+        ));
         if let (Ok(s), Ok(l)) = (s, l) {
             if s.last_executed == l.last_executed && s.digest == l.digest {
                 break;
             }
         }
-        assert!(Instant::now() < deadline, "restarted follower did not catch up");
+        assert!(
+            Instant::now() < deadline,
+            "restarted follower did not catch up"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -208,13 +249,21 @@ fn leader_crash_fails_over_and_loses_nothing() {
     let r = rt.block_on(c2.call(put("after", "v-after")));
     let failover = killed_at.elapsed();
     assert_eq!(r.expect("write after failover"), Reply::Done);
-    println!("failover: new leader {new} serving {:.0} ms after kill -9 of leader {old}", failover.as_secs_f64() * 1000.0);
-    assert!(failover < Duration::from_secs(5), "failover took {failover:?}");
+    println!(
+        "failover: new leader {new} serving {:.0} ms after kill -9 of leader {old}",
+        failover.as_secs_f64() * 1000.0
+    );
+    assert!(
+        failover < Duration::from_secs(5),
+        "failover took {failover:?}"
+    );
     rt.block_on(assert_present(&mut c2, &keys));
     // Each replica logs its role changes: the new leader its election.
     let log = cl.log(new);
     assert!(
-        log.lines().any(|l| l.contains("role") && l.contains("role=Leader") && l.contains("was=Candidate")),
+        log.lines().any(|l| l.contains("role")
+            && l.contains("role=Leader")
+            && l.contains("was=Candidate")),
         "replica {new} logs becoming leader:\n{log}"
     );
 }
@@ -246,13 +295,18 @@ const TRACED: &str = "# traced\n";
 /// begins the file afresh.
 #[test]
 fn a_restarted_replicas_trace_continues_after_its_recover_step() {
-    let mut cl = Cluster::with(&format!("[security]\ncluster_secret = \"{SECRET}\"\n{TRACED}"));
+    let mut cl = Cluster::with(&format!(
+        "[security]\ncluster_secret = \"{SECRET}\"\n{TRACED}"
+    ));
     let rt = rt();
     let mut c = cl.client();
     let keys = rt.block_on(write_keys(&mut c, "t", 50));
     cl.kill(1);
     let before = std::fs::read_to_string(cl.trace(1)).expect("trace of the first process");
-    assert!(before.lines().count() > 50, "the first process traced its steps");
+    assert!(
+        before.lines().count() > 50,
+        "the first process traced its steps"
+    );
     cl.start(1);
     let mut more = rt.block_on(write_keys(&mut c, "u", 50));
     more.extend(keys);
@@ -263,10 +317,21 @@ fn a_restarted_replicas_trace_continues_after_its_recover_step() {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|e| e.get("action").and_then(|a| a.as_str()).map(str::to_owned))
         .collect();
-    let recovers: Vec<usize> = actions.iter().enumerate().filter(|(_, a)| *a == "Recover").map(|(i, _)| i).collect();
+    let recovers: Vec<usize> = actions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| *a == "Recover")
+        .map(|(i, _)| i)
+        .collect();
     assert_eq!(recovers.len(), 1, "one restart, one Recover");
-    assert!(recovers[0] >= before.lines().count(), "the first process's steps come before Recover, not replaced by it");
-    assert!(actions.len() > recovers[0] + 1, "the second process traced its steps after Recover");
+    assert!(
+        recovers[0] >= before.lines().count(),
+        "the first process's steps come before Recover, not replaced by it"
+    );
+    assert!(
+        actions.len() > recovers[0] + 1,
+        "the second process traced its steps after Recover"
+    );
 
     // A first start (a fresh data directory) truncates a file left there.
     cl.kill(2);
@@ -275,8 +340,14 @@ fn a_restarted_replicas_trace_continues_after_its_recover_step() {
     cl.start(2);
     std::thread::sleep(Duration::from_millis(500));
     let fresh = std::fs::read_to_string(cl.trace(2)).expect("trace");
-    assert!(!fresh.contains("left by an earlier cluster"), "a first start begins the file afresh");
-    assert!(!fresh.contains("\"Recover\""), "a first start has no Recover");
+    assert!(
+        !fresh.contains("left by an earlier cluster"),
+        "a first start begins the file afresh"
+    );
+    assert!(
+        !fresh.contains("\"Recover\""),
+        "a first start has no Recover"
+    );
 }
 
 #[test]
@@ -284,7 +355,10 @@ fn garbage_on_the_client_port_gets_an_error_and_the_cluster_keeps_serving() {
     let cl = Cluster::new();
     let rt = rt();
     let mut c = cl.client();
-    assert_eq!(rt.block_on(c.call(put("x", "v-x"))).expect("put"), Reply::Done);
+    assert_eq!(
+        rt.block_on(c.call(put("x", "v-x"))).expect("put"),
+        Reply::Done
+    );
     let leader = cl.leader(Duration::from_secs(5)).expect("leader");
     let addr = &cl.clients[leader];
 
@@ -308,7 +382,8 @@ fn garbage_on_the_client_port_gets_an_error_and_the_cluster_keeps_serving() {
     // A framed request with a garbage body: an error frame back.
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    s.write_all(&[0, 0, 0, 5, 0xde, 0xad, 0xbe, 0xef, 0x42]).expect("write");
+    s.write_all(&[0, 0, 0, 5, 0xde, 0xad, 0xbe, 0xef, 0x42])
+        .expect("write");
     let mut hdr = [0u8; 4];
     std::io::Read::read_exact(&mut s, &mut hdr).expect("error frame");
     let mut body = vec![0u8; u32::from_be_bytes(hdr) as usize];
@@ -317,15 +392,25 @@ fn garbage_on_the_client_port_gets_an_error_and_the_cluster_keeps_serving() {
     assert!(matches!(resp, ClientResponse::Error(_)), "{resp:?}");
 
     // An oversized frame header, a connection dropped mid-frame, random bytes.
-    for junk in [&[0x00, 0xff, 0xff, 0xff, 1][..], &[0, 0, 0, 100, 1, 2][..], &[0x17, 0x03, 0x01, 0x00, 0xff][..]] {
+    for junk in [
+        &[0x00, 0xff, 0xff, 0xff, 1][..],
+        &[0, 0, 0, 100, 1, 2][..],
+        &[0x17, 0x03, 0x01, 0x00, 0xff][..],
+    ] {
         if let Ok(mut s) = TcpStream::connect(addr) {
             let _ = s.write_all(junk);
         }
     }
     // Still serving, acknowledged data intact.
     let mut c = cl.client();
-    assert_eq!(rt.block_on(c.call(get("x"))).expect("get"), Reply::Value(Some("v-x".into())));
-    assert_eq!(rt.block_on(c.call(put("z", "v-z"))).expect("put"), Reply::Done);
+    assert_eq!(
+        rt.block_on(c.call(get("x"))).expect("get"),
+        Reply::Value(Some("v-x".into()))
+    );
+    assert_eq!(
+        rt.block_on(c.call(put("z", "v-z"))).expect("put"),
+        Reply::Done
+    );
 }
 
 #[test]
@@ -338,7 +423,10 @@ fn cas_and_redirects_through_the_text_protocol() {
     let rt = rt();
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
-        match rt.block_on(client::status(&cl.clients[follower], Duration::from_millis(200))) {
+        match rt.block_on(client::status(
+            &cl.clients[follower],
+            Duration::from_millis(200),
+        )) {
             Ok(s) if s.leader == Some(leader as ReplicaId) => break,
             _ => std::thread::sleep(Duration::from_millis(10)),
         }
@@ -360,7 +448,17 @@ fn cas_and_redirects_through_the_text_protocol() {
     };
     let got = talk(&cl.clients[follower], &["get k"]);
     assert_eq!(got, vec![format!("leader is {}", cl.clients[leader])]);
-    let got = talk(&cl.clients[leader], &["cas k - 1", "cas k - 2", "cas k 1 2", "get k", "del k", "get k"]);
+    let got = talk(
+        &cl.clients[leader],
+        &[
+            "cas k - 1",
+            "cas k - 2",
+            "cas k 1 2",
+            "get k",
+            "del k",
+            "get k",
+        ],
+    );
     assert_eq!(got, vec!["ok", "fail 1", "ok", "2", "ok", ""]);
 }
 
@@ -381,7 +479,12 @@ fn closed_by_peer(s: &mut TcpStream) -> bool {
         match std::io::Read::read(s, &mut buf) {
             Ok(0) => return true,
             Ok(_) => continue,
-            Err(e) => return !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                )
+            }
         }
     }
 }
@@ -391,9 +494,14 @@ fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_th
     let cl = Cluster::new();
     let rt = rt();
     let mut c = cl.client();
-    assert_eq!(rt.block_on(c.call(put("before", "v-before"))).expect("put"), Reply::Done);
+    assert_eq!(
+        rt.block_on(c.call(put("before", "v-before"))).expect("put"),
+        Reply::Done
+    );
     let leader = cl.leader(Duration::from_secs(5)).expect("leader");
-    let before = rt.block_on(client::status(&cl.clients[leader], Duration::from_secs(1))).expect("status");
+    let before = rt
+        .block_on(client::status(&cl.clients[leader], Duration::from_secs(1)))
+        .expect("status");
     let impostor = ((leader + 1) % 3) as ReplicaId;
 
     // The handshake of a process that claims to be another replica but
@@ -401,7 +509,9 @@ fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_th
     for secret in [Some(&b"not the cluster secret at all"[..]), None] {
         let key = ClusterKey::new(secret);
         let r = rt.block_on(async {
-            let mut s = tokio::net::TcpStream::connect(&cl.peers[leader]).await.expect("connect");
+            let mut s = tokio::net::TcpStream::connect(&cl.peers[leader])
+                .await
+                .expect("connect");
             peer_auth::dial(&mut s, &key, impostor, leader as ReplicaId).await
         });
         assert!(matches!(r, Err(HandshakeError::BadTag)), "{:?}", r.err());
@@ -410,10 +520,19 @@ fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_th
     // huge ballot "from" a member, sent without a handshake. The replica
     // reads them as a (bad) handshake and closes the connection.
     let forged_ballot = Ballot(1 << 40);
-    let forged = (impostor, Message::Prepare { ballot: forged_ballot, last_executed: Slot(0) });
+    let forged = (
+        impostor,
+        Message::Prepare {
+            ballot: forged_ballot,
+            last_executed: Slot(0),
+        },
+    );
     let mut s = TcpStream::connect(&cl.peers[leader]).expect("connect");
     let _ = s.write_all(&wire::encode(&forged).expect("encode"));
-    assert!(closed_by_peer(&mut s), "a connection without the handshake is closed");
+    assert!(
+        closed_by_peer(&mut s),
+        "a connection without the handshake is closed"
+    );
     // A 512 MiB length prefix where the handshake should be: closed too.
     let mut s = TcpStream::connect(&cl.peers[leader]).expect("connect");
     let _ = s.write_all(&(512u32 << 20).to_be_bytes());
@@ -427,14 +546,28 @@ fn a_process_without_the_secret_is_refused_on_the_peer_port_and_cannot_unseat_th
     // timeout can pass: this test flaked on "same leader, same ballot"),
     // which shows as a ballot only a few rounds higher.
     let mut c = cl.client();
-    assert_eq!(rt.block_on(c.call(put("after", "v-after"))).expect("put"), Reply::Done);
+    assert_eq!(
+        rt.block_on(c.call(put("after", "v-after"))).expect("put"),
+        Reply::Done
+    );
     for (i, addr) in cl.clients.iter().enumerate() {
-        let s = rt.block_on(client::status(addr, Duration::from_secs(1))).expect("status");
-        assert!(s.ballot < forged_ballot, "replica {i} took the forged ballot: {s:?} (before: {before:?})");
+        let s = rt
+            .block_on(client::status(addr, Duration::from_secs(1)))
+            .expect("status");
+        assert!(
+            s.ballot < forged_ballot,
+            "replica {i} took the forged ballot: {s:?} (before: {before:?})"
+        );
     }
     let log = cl.log(leader);
-    assert!(log.contains("peer handshake refused"), "the refusals are logged:\n{log}");
-    assert!(log.contains("MAC mismatch") || log.contains("not a stutter peer"), "{log}");
+    assert!(
+        log.contains("peer handshake refused"),
+        "the refusals are logged:\n{log}"
+    );
+    assert!(
+        log.contains("MAC mismatch") || log.contains("not a stutter peer"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -442,8 +575,14 @@ fn without_a_secret_the_cluster_serves_and_says_peers_are_unauthenticated() {
     let cl = Cluster::with("");
     let rt = rt();
     let mut c = cl.client();
-    assert_eq!(rt.block_on(c.call(put("k", "v-k"))).expect("put"), Reply::Done);
-    assert_eq!(rt.block_on(c.call(get("k"))).expect("get"), Reply::Value(Some("v-k".into())));
+    assert_eq!(
+        rt.block_on(c.call(put("k", "v-k"))).expect("put"),
+        Reply::Done
+    );
+    assert_eq!(
+        rt.block_on(c.call(get("k"))).expect("get"),
+        Reply::Value(Some("v-k".into()))
+    );
     assert!(cl.log(0).contains("NOT authenticated"), "{}", cl.log(0));
 }
 
@@ -455,13 +594,22 @@ fn replicas_with_different_secrets_form_no_cluster() {
     }
     // Replica 2 restarts with a config of its own that names another secret.
     let other = cl.dir.path().join("other.toml");
-    let text = std::fs::read_to_string(&cl.config).expect("config").replace(SECRET, "a different secret, 32 bytes....");
+    let text = std::fs::read_to_string(&cl.config)
+        .expect("config")
+        .replace(SECRET, "a different secret, 32 bytes....");
     std::fs::write(&other, text).expect("write");
     cl.start(0);
     cl.start(1);
     let log = std::fs::File::create(cl.dir.path().join("replica-2.log")).expect("log");
     let child = Command::new(env!("CARGO_BIN_EXE_replica"))
-        .args(["--config", path(&other), "--id", "2", "--data-dir", path(&cl.data(2))])
+        .args([
+            "--config",
+            path(&other),
+            "--id",
+            "2",
+            "--data-dir",
+            path(&cl.data(2)),
+        ])
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -469,12 +617,22 @@ fn replicas_with_different_secrets_form_no_cluster() {
     cl.procs[2] = Some(child);
     // 0 and 1 still form a majority and serve; 2 never learns the leader.
     let mut c = cl.client();
-    assert_eq!(rt().block_on(c.call(put("k", "v-k"))).expect("put"), Reply::Done);
+    assert_eq!(
+        rt().block_on(c.call(put("k", "v-k"))).expect("put"),
+        Reply::Done
+    );
     std::thread::sleep(Duration::from_millis(500));
-    let s2 = rt().block_on(client::status(&cl.clients[2], Duration::from_secs(1))).expect("status of 2");
+    let s2 = rt()
+        .block_on(client::status(&cl.clients[2], Duration::from_secs(1)))
+        .expect("status of 2");
     assert_ne!(s2.role, Role::Leader);
-    let s0 = rt().block_on(client::status(&cl.clients[0], Duration::from_secs(1))).expect("status of 0");
-    assert!(s2.last_executed < s0.last_executed, "replica 2 received nothing: {s2:?} vs {s0:?}");
+    let s0 = rt()
+        .block_on(client::status(&cl.clients[0], Duration::from_secs(1)))
+        .expect("status of 0");
+    assert!(
+        s2.last_executed < s0.last_executed,
+        "replica 2 received nothing: {s2:?} vs {s0:?}"
+    );
     assert!(cl.log(2).contains("MAC mismatch"), "{}", cl.log(2));
 }
 
@@ -483,7 +641,10 @@ fn an_oversized_client_frame_gets_an_error_and_the_connection_closes() {
     let cl = Cluster::new();
     let rt = rt();
     let mut c = cl.client();
-    assert_eq!(rt.block_on(c.call(put("x", "v-x"))).expect("put"), Reply::Done);
+    assert_eq!(
+        rt.block_on(c.call(put("x", "v-x"))).expect("put"),
+        Reply::Done
+    );
     let leader = cl.leader(Duration::from_secs(5)).expect("leader");
     // The largest length a framed client can announce (its first byte is
     // 0), above the 4 MiB cap: an error frame, then closed.
@@ -515,12 +676,17 @@ fn an_oversized_client_frame_gets_an_error_and_the_connection_closes() {
     let _ = BufReader::new(s.try_clone().expect("clone")).read_line(&mut line);
     assert_eq!(line, "error line too long\n");
     let mut c = cl.client();
-    assert_eq!(rt.block_on(c.call(get("x"))).expect("get"), Reply::Value(Some("v-x".into())));
+    assert_eq!(
+        rt.block_on(c.call(get("x"))).expect("get"),
+        Reply::Value(Some("v-x".into()))
+    );
 }
 
 #[test]
 fn client_connections_over_the_cap_are_told_and_closed() {
-    let cl = Cluster::with(&format!("[security]\ncluster_secret = \"{SECRET}\"\n[limits]\nmax_client_connections = 3\n"));
+    let cl = Cluster::with(&format!(
+        "[security]\ncluster_secret = \"{SECRET}\"\n[limits]\nmax_client_connections = 3\n"
+    ));
     let leader = cl.leader(Duration::from_secs(5)).expect("leader");
     let addr = &cl.clients[leader];
     let talk = |s: &TcpStream, line: &str| -> String {
@@ -530,19 +696,28 @@ fn client_connections_over_the_cap_are_told_and_closed() {
         let _ = BufReader::new(s.try_clone().expect("clone")).read_line(&mut out);
         out
     };
-    let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).expect("connect")).collect();
+    let held: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect();
     for s in &held {
         s.set_read_timeout(Some(Duration::from_secs(5))).ok();
         assert_eq!(talk(s, "put a v-a\n"), "ok\n");
     }
     let extra = TcpStream::connect(addr).expect("connect");
     extra.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    assert_eq!(talk(&extra, "get a\n"), "error too many client connections; try again later\n");
+    assert_eq!(
+        talk(&extra, "get a\n"),
+        "error too many client connections; try again later\n"
+    );
     // A framed client over the cap gets an error frame.
     let mut framed = TcpStream::connect(addr).expect("connect");
     framed.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    framed.write_all(&wire::encode(&ClientRequest::Status).expect("encode")).expect("write");
-    assert!(matches!(read_reply(&mut framed), Some(ClientResponse::Error(e)) if e.contains("too many")));
+    framed
+        .write_all(&wire::encode(&ClientRequest::Status).expect("encode"))
+        .expect("write");
+    assert!(
+        matches!(read_reply(&mut framed), Some(ClientResponse::Error(e)) if e.contains("too many"))
+    );
     // One closes: room for a new one.
     drop(held);
     let until = Instant::now() + Duration::from_secs(5);
@@ -572,7 +747,9 @@ fn a_go_like_collector_under_a_tight_limit_collects_and_the_cluster_serves_corre
     let mut keys = Vec::new();
     for i in 0..400 {
         let k = format!("gc{i}");
-        let r = rt.block_on(c.call(put(&k, &format!("{value}{k}")))).expect("write");
+        let r = rt
+            .block_on(c.call(put(&k, &format!("{value}{k}"))))
+            .expect("write");
         assert_eq!(r, Reply::Done);
         keys.push(k);
     }
@@ -581,14 +758,29 @@ fn a_go_like_collector_under_a_tight_limit_collects_and_the_cluster_serves_corre
         assert_eq!(r, Reply::Value(Some(format!("{value}{k}").into())), "{k}");
     }
     for (i, a) in cl.clients.iter().enumerate() {
-        let s = rt.block_on(client::status(a, Duration::from_secs(1))).expect("status");
-        let gc = s.gc.unwrap_or_else(|| panic!("replica {i} reports no collector"));
+        let s = rt
+            .block_on(client::status(a, Duration::from_secs(1)))
+            .expect("status");
+        let gc =
+            s.gc.unwrap_or_else(|| panic!("replica {i} reports no collector"));
         assert_eq!(gc.model, "go");
-        assert!(gc.cycles > 0 && gc.pauses > 0, "replica {i} never collected: {gc:?}");
+        assert!(
+            gc.cycles > 0 && gc.pauses > 0,
+            "replica {i} never collected: {gc:?}"
+        );
         assert!(gc.allocated_mib > 0.5, "replica {i}: {gc:?}");
-        assert!(gc.live_mib >= 16.0, "the modelled data counts as live: {gc:?}");
-        assert!(gc.max_pause_ms > 0.0 && gc.cpu_share > 0.0, "replica {i}: {gc:?}");
-        assert!(cl.log(i).contains("collector model on"), "replica {i} logs its model");
+        assert!(
+            gc.live_mib >= 16.0,
+            "the modelled data counts as live: {gc:?}"
+        );
+        assert!(
+            gc.max_pause_ms > 0.0 && gc.cpu_share > 0.0,
+            "replica {i}: {gc:?}"
+        );
+        assert!(
+            cl.log(i).contains("collector model on"),
+            "replica {i} logs its model"
+        );
     }
 }
 
@@ -597,12 +789,18 @@ impl Cluster {
     /// collection (the campaigns' `gc` nemesis).
     fn ask_gc(&self, id: usize) {
         let pid = self.procs[id].as_ref().expect("running").id().to_string();
-        let ok = Command::new("kill").args(["-USR1", &pid]).status().expect("kill").success();
+        let ok = Command::new("kill")
+            .args(["-USR1", &pid])
+            .status()
+            .expect("kill")
+            .success();
         assert!(ok, "kill -USR1 {pid}");
     }
 
     fn gc_status(&self, id: usize) -> stutter_replica::wire::GcStatus {
-        let s = rt().block_on(client::status(&self.clients[id], Duration::from_secs(1))).expect("status");
+        let s = rt()
+            .block_on(client::status(&self.clients[id], Duration::from_secs(1)))
+            .expect("status");
         s.gc.unwrap_or_else(|| panic!("replica {id} reports no collector"))
     }
 }
@@ -619,7 +817,9 @@ fn an_asked_for_collection_goes_through_the_coordination_and_the_leader_hands_of
     let rt = rt();
     let mut c = cl.client();
     let write = |c: &mut Client, k: &str| {
-        let r = rt.block_on(c.call(put(k, &format!("v-{k}")))).expect("write");
+        let r = rt
+            .block_on(c.call(put(k, &format!("v-{k}"))))
+            .expect("write");
         assert_eq!(r, Reply::Done);
     };
     write(&mut c, "before");
@@ -634,7 +834,11 @@ fn an_asked_for_collection_goes_through_the_coordination_and_the_leader_hands_of
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(cl.log(follower).contains("full collection asked for"));
-    assert_eq!(cl.leader(Duration::from_secs(5)), Some(leader), "a follower's collection moves no leadership");
+    assert_eq!(
+        cl.leader(Duration::from_secs(5)),
+        Some(leader),
+        "a follower's collection moves no leadership"
+    );
     write(&mut c, "after-follower");
     cl.ask_gc(leader);
     let until = Instant::now() + Duration::from_secs(10);
@@ -642,8 +846,13 @@ fn an_asked_for_collection_goes_through_the_coordination_and_the_leader_hands_of
         assert!(Instant::now() < until, "the leader never collected");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let now_leader = cl.leader(Duration::from_secs(10)).expect("a leader after the hand-off");
-    assert_ne!(now_leader, leader, "the leader collected without handing off");
+    let now_leader = cl
+        .leader(Duration::from_secs(10))
+        .expect("a leader after the hand-off");
+    assert_ne!(
+        now_leader, leader,
+        "the leader collected without handing off"
+    );
     write(&mut c, "after-leader");
     for k in ["before", "after-follower", "after-leader"] {
         let r = rt.block_on(c.call(get(k))).expect("read");

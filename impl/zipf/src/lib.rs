@@ -65,7 +65,9 @@ mod tests {
     fn uniforms(n: usize) -> impl Iterator<Item = f64> {
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         (0..n).map(move |_| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             (x >> 11) as f64 / (1u64 << 53) as f64
         })
     }

@@ -20,7 +20,13 @@ pub struct Agreement {
 }
 
 impl Agreement {
-    pub fn executed_prefix(&mut self, r: ReplicaId, last_executed: Slot, digest: u64, v: &mut Violations) {
+    pub fn executed_prefix(
+        &mut self,
+        r: ReplicaId,
+        last_executed: Slot,
+        digest: u64,
+        v: &mut Violations,
+    ) {
         let i = r as usize;
         if self.checked.get(i).copied().flatten() == Some((last_executed, digest)) {
             return;
@@ -64,8 +70,26 @@ mod tests {
         let mut a = Agreement::default();
         let mut v = Violations::default();
         let one = Slot(1);
-        a.slot(0, one, Some(vec![stutter_core::RequestId { client: 1, seq: 1, retry: false }]), &mut v);
-        a.slot(1, one, Some(vec![stutter_core::RequestId { client: 1, seq: 1, retry: false }]), &mut v);
+        a.slot(
+            0,
+            one,
+            Some(vec![stutter_core::RequestId {
+                client: 1,
+                seq: 1,
+                retry: false,
+            }]),
+            &mut v,
+        );
+        a.slot(
+            1,
+            one,
+            Some(vec![stutter_core::RequestId {
+                client: 1,
+                seq: 1,
+                retry: false,
+            }]),
+            &mut v,
+        );
         a.executed_prefix(0, one, 42, &mut v);
         a.executed_prefix(1, one, 42, &mut v);
         assert!(v.into_vec().is_empty());

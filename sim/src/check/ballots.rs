@@ -12,13 +12,20 @@ pub struct Ballots {
 
 impl Ballots {
     pub fn new(n: usize) -> Ballots {
-        Ballots { max: vec![Ballot::default(); n] }
+        Ballots {
+            max: vec![Ballot::default(); n],
+        }
     }
 
     pub fn observe(&mut self, r: ReplicaId, b: Ballot, v: &mut Violations) {
-        let Some(max) = self.max.get_mut(r as usize) else { return };
+        let Some(max) = self.max.get_mut(r as usize) else {
+            return;
+        };
         if b < *max {
-            v.add("ballot-monotonic", format!("replica {r}: ballot {b} after {max}"));
+            v.add(
+                "ballot-monotonic",
+                format!("replica {r}: ballot {b} after {max}"),
+            );
         }
         *max = (*max).max(b);
     }

@@ -28,7 +28,8 @@ pub struct Replayed {
 
 /// A value as the history counts it: a number, 0 for absent.
 fn parse(v: Option<&Bytes>) -> u64 {
-    v.and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0)
+    v.and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok())
+        .unwrap_or(0)
 }
 
 /// The value a read's reply carries, as the history counts it.
@@ -107,8 +108,14 @@ pub fn check(
                 model.apply(&Request::register(id.client, id.retry));
                 continue;
             }
-            let Some((i, req, op)) = index.get(id.key()).and_then(|i| Some((i, requests.get(i)?, history.get(i)?))) else {
-                v.add("linearizability", format!("slot {slot} executed unknown request {id:?}"));
+            let Some((i, req, op)) = index
+                .get(id.key())
+                .and_then(|i| Some((i, requests.get(i)?, history.get(i)?)))
+            else {
+                v.add(
+                    "linearizability",
+                    format!("slot {slot} executed unknown request {id:?}"),
+                );
                 continue;
             };
             let key = req.op.key();
@@ -118,11 +125,20 @@ pub fn check(
             // whether the attempt executed here was flagged a retry.
             if let Effect::Applied(reply) = model.apply_attempt(req, id.retry) {
                 if position[i].is_some() {
-                    v.add("at-most-once", format!("slot {slot} executed client {} seq {} a second time", req.client, req.seq));
+                    v.add(
+                        "at-most-once",
+                        format!(
+                            "slot {slot} executed client {} seq {} a second time",
+                            req.client, req.seq
+                        ),
+                    );
                 }
                 let after = model.kv.get(key);
                 if after != before.as_ref() {
-                    versions.entry(op.key).or_default().push((pos, parse(after)));
+                    versions
+                        .entry(op.key)
+                        .or_default()
+                        .push((pos, parse(after)));
                 }
                 position[i] = Some((pos, reply));
                 pos += 1;
@@ -131,14 +147,19 @@ pub fn check(
         sessions.compare_at(slot, &model, v);
     }
     if !complete_log {
-        v.add("observability", format!("executed log has a gap before slot {expected_slot}"));
+        v.add(
+            "observability",
+            format!("executed log has a gap before slot {expected_slot}"),
+        );
     }
 
     // Every acknowledged operation took effect exactly where its reply says.
     let mut order: Vec<(usize, u64, Option<u64>)> = Vec::with_capacity(history.len());
     let mut reads: Vec<usize> = Vec::new();
     for (i, op) in history.iter().enumerate() {
-        let at = index.get((op.client, op.seq)).and_then(|j| position.get(j)?.as_ref());
+        let at = index
+            .get((op.client, op.seq))
+            .and_then(|j| position.get(j)?.as_ref());
         if op.f == F::Read && op.is_ok() && at.is_none() {
             // Served outside the log (ReadIndex): placed below.
             reads.push(i);
@@ -164,7 +185,10 @@ pub fn check(
             (Outcome::Ok { value, cas_ok }, Some((p, reply))) => {
                 let consistent = match (op.f, reply) {
                     (F::Read, stutter_core::Reply::Value(v)) => {
-                        let got = v.as_ref().and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok()).unwrap_or(0);
+                        let got = v
+                            .as_ref()
+                            .and_then(|b| std::str::from_utf8(b).ok()?.parse::<u64>().ok())
+                            .unwrap_or(0);
                         got == *value
                     }
                     (F::Write, stutter_core::Reply::Done) => true,
@@ -180,16 +204,34 @@ pub fn check(
                 order.push((*p, op.invoke, op.complete));
             }
             (Outcome::Ok { .. }, None) => {
-                let what = if op.f == F::Write { "lost-write" } else { "linearizability" };
-                v.add(what, format!("client {} seq {} ({:?} k{}) acknowledged but never executed", op.client, op.seq, op.f, op.key));
+                let what = if op.f == F::Write {
+                    "lost-write"
+                } else {
+                    "linearizability"
+                };
+                v.add(
+                    what,
+                    format!(
+                        "client {} seq {} ({:?} k{}) acknowledged but never executed",
+                        op.client, op.seq, op.f, op.key
+                    ),
+                );
             }
             (Outcome::Fail(_), Some(_)) => {
-                v.add("linearizability", format!("client {} seq {} failed but was executed", op.client, op.seq));
+                v.add(
+                    "linearizability",
+                    format!(
+                        "client {} seq {} failed but was executed",
+                        op.client, op.seq
+                    ),
+                );
             }
             // Pending, or answered "session expired": the outcome is
             // unknown, so an execution, if any, may be anywhere after the
             // invocation.
-            (Outcome::Pending | Outcome::Unknown(_), Some((p, _))) => order.push((*p, op.invoke, None)),
+            (Outcome::Pending | Outcome::Unknown(_), Some((p, _))) => {
+                order.push((*p, op.invoke, None))
+            }
             _ => {}
         }
     }
@@ -217,7 +259,10 @@ pub fn check(
         v.add("linearizability", format!("operation at position {p} completed at {c} µs, before an operation ordered earlier was invoked at {inv} µs"));
     }
     check_reads(history, &reads, &order, by_invoke, &versions, pos, v);
-    Replayed { model, complete: complete_log }
+    Replayed {
+        model,
+        complete: complete_log,
+    }
 }
 
 /// Sorts `(position, invoke, complete)` entries. Positions are distinct
@@ -235,7 +280,12 @@ fn sort_by_position(order: &mut Vec<(usize, u64, Option<u64>)>, positions: usize
         }
     }
     order.clear();
-    order.extend(placed.into_iter().enumerate().filter_map(|(p, e)| e.map(|(i, c)| (p, i, c))));
+    order.extend(
+        placed
+            .into_iter()
+            .enumerate()
+            .filter_map(|(p, e)| e.map(|(i, c)| (p, i, c))),
+    );
 }
 
 /// Reads served without going through the log take effect between two
@@ -248,7 +298,10 @@ fn sort_by_position(order: &mut Vec<(usize, u64, Option<u64>)>, positions: usize
 /// such gap, which finds a placement whenever one exists.
 /// The reads of one key placed so far: not yet released, by completion
 /// (earliest first), and the highest gap of those released.
-type Placed = (std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>, usize);
+type Placed = (
+    std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>>,
+    usize,
+);
 
 fn check_reads(
     history: &[HistOp],
@@ -264,7 +317,10 @@ fn check_reads(
     }
     // Executed requests by completion time (prefix max of position + 1)
     // and by invocation time (suffix min of position).
-    let mut by_complete: Vec<(u64, usize)> = order.iter().filter_map(|(p, _, c)| c.map(|c| (c, p + 1))).collect();
+    let mut by_complete: Vec<(u64, usize)> = order
+        .iter()
+        .filter_map(|(p, _, c)| c.map(|c| (c, p + 1)))
+        .collect();
     // Only the boundaries between distinct times are looked up (prefix
     // maxima and suffix minima there), so the order among equal times
     // does not matter.
@@ -279,7 +335,8 @@ fn check_reads(
     // sorted by value (values are unique per write; 0 is absent).
     let mut written: BTreeMap<u64, Vec<(u64, usize)>> = BTreeMap::new();
     for (key, vs) in versions {
-        let mut by_value: Vec<(u64, usize)> = vs.iter().enumerate().map(|(j, (_, v))| (*v, j)).collect();
+        let mut by_value: Vec<(u64, usize)> =
+            vs.iter().enumerate().map(|(j, (_, v))| (*v, j)).collect();
         by_value.sort_unstable();
         written.insert(*key, by_value);
     }
@@ -302,7 +359,10 @@ fn check_reads(
         let n = by_complete.partition_point(|(c, _)| *c < r.invoke);
         let mut lo = if n == 0 { 0 } else { by_complete[n - 1].1 };
         if let Some((heap, released)) = placed.get_mut(&key) {
-            while heap.peek().is_some_and(|std::cmp::Reverse((c, _))| *c < r.invoke) {
+            while heap
+                .peek()
+                .is_some_and(|std::cmp::Reverse((c, _))| *c < r.invoke)
+            {
                 if let Some(std::cmp::Reverse((_, g))) = heap.pop() {
                     *released = (*released).max(g);
                 }
@@ -311,21 +371,39 @@ fn check_reads(
         }
         // Highest gap: before every request invoked after the read ended.
         let m = by_invoke.partition_point(|(i, _)| *i <= complete);
-        let hi = if m < by_invoke.len() { by_invoke[m].1 } else { gaps };
+        let hi = if m < by_invoke.len() {
+            by_invoke[m].1
+        } else {
+            gaps
+        };
         // Gaps where the key holds the value read: version j holds from
         // just after its write to the write of version j + 1.
         let vs = versions.get(&key).unwrap_or(&none);
         let absent = (*value == 0).then(|| (0, vs.first().map_or(gaps, |v| v.0)));
         let by_value = written.get(&key).unwrap_or(&no_values);
         let first = by_value.partition_point(|(v, _)| v < value);
-        let same_value = by_value.get(first..).unwrap_or_default().iter().take_while(|(v, _)| v == value).map(|(_, j)| j);
+        let same_value = by_value
+            .get(first..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|(v, _)| v == value)
+            .map(|(_, j)| j);
         let held = same_value.filter_map(|j| {
             let (p, _) = vs.get(*j)?;
             Some((p + 1, vs.get(j + 1).map_or(gaps, |n| n.0)))
         });
-        let gap = absent.into_iter().chain(held).filter(|(_, end)| *end >= lo).map(|(start, _)| start.max(lo)).min();
+        let gap = absent
+            .into_iter()
+            .chain(held)
+            .filter(|(_, end)| *end >= lo)
+            .map(|(start, _)| start.max(lo))
+            .min();
         match gap {
-            Some(g) if g <= hi => placed.entry(key).or_default().0.push(std::cmp::Reverse((complete, g))),
+            Some(g) if g <= hi => placed
+                .entry(key)
+                .or_default()
+                .0
+                .push(std::cmp::Reverse((complete, g))),
             _ => {
                 let d = format!(
                     "client {} seq {} read k{} = {} (invoked {} µs, completed {} µs): no point between positions {lo} and {hi} of the executed log has that value",

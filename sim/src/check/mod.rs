@@ -110,7 +110,12 @@ impl Checker {
     /// After every protocol step of replica `r`.
     pub fn after_step(&mut self, r: ReplicaId, rep: &Replica) {
         self.ballots.observe(r, rep.ballot(), &mut self.violations);
-        self.agreement.executed_prefix(r, rep.last_executed(), rep.executed_digest(), &mut self.violations);
+        self.agreement.executed_prefix(
+            r,
+            rep.last_executed(),
+            rep.executed_digest(),
+            &mut self.violations,
+        );
     }
 
     /// Replica `r` crashed; `durable` is the ballot its log kept.
@@ -132,8 +137,23 @@ impl Checker {
         states: &[FinalState],
     ) -> Vec<Violation> {
         let slots = self.agreement.into_slots();
-        let log = linearizability::check(history, requests, &slots, &mut self.sessions, self.session_bounds, (self.retry_flag, self.registered_expiry), &mut self.violations);
-        liveness::check(history, finals, states, &log, slots.len(), &mut self.violations);
+        let log = linearizability::check(
+            history,
+            requests,
+            &slots,
+            &mut self.sessions,
+            self.session_bounds,
+            (self.retry_flag, self.registered_expiry),
+            &mut self.violations,
+        );
+        liveness::check(
+            history,
+            finals,
+            states,
+            &log,
+            slots.len(),
+            &mut self.violations,
+        );
         self.violations.into_vec()
     }
 }

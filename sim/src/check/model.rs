@@ -95,7 +95,11 @@ impl Model {
             applied_in: BTreeMap::new(),
             slot: Slot::ZERO,
             limit,
-            remember: if remember == 0 { limit.saturating_mul(4) } else { remember },
+            remember: if remember == 0 {
+                limit.saturating_mul(4)
+            } else {
+                remember
+            },
             dropped: VecDeque::new(),
             forgot: false,
             retry_flag: true,
@@ -130,17 +134,23 @@ impl Model {
             Some((last, reply)) if *last == req.seq => return Effect::Repeated(reply.clone()),
             Some((last, _)) if *last > req.seq => return Effect::Superseded,
             Some(_) => {}
-            None if req.client >= REGISTERED_BASE && req.client - REGISTERED_BASE >= self.registered => {
+            None if req.client >= REGISTERED_BASE
+                && req.client - REGISTERED_BASE >= self.registered =>
+            {
                 return Effect::Unknown;
             }
-            None if req.client >= REGISTERED_BASE && self.registered_expiry => return Effect::Expired,
+            None if req.client >= REGISTERED_BASE && self.registered_expiry => {
+                return Effect::Expired
+            }
             None if req.client >= REGISTERED_BASE => {
                 if self.last_applied.len() >= self.limit {
                     self.drop_least_recent();
                 }
             }
             None => {
-                if self.dropped.contains(&req.client) || (self.forgot && (req.seq > 1 || (retry && self.retry_flag))) {
+                if self.dropped.contains(&req.client)
+                    || (self.forgot && (req.seq > 1 || (retry && self.retry_flag)))
+                {
                     return Effect::Expired;
                 }
                 if self.last_applied.len() >= self.limit {
@@ -149,7 +159,8 @@ impl Model {
             }
         }
         let reply = self.run(&req.op);
-        self.last_applied.insert(req.client, (req.seq, reply.clone()));
+        self.last_applied
+            .insert(req.client, (req.seq, reply.clone()));
         self.applied_in.insert(req.client, self.slot);
         Effect::Applied(reply)
     }
@@ -157,7 +168,14 @@ impl Model {
     fn drop_least_recent(&mut self) {
         // A scan: the model favours plainness over speed (the table is
         // full only in runs with a small limit).
-        let Some(victim) = self.applied_in.iter().min_by_key(|(c, s)| (**s, **c)).map(|(c, _)| *c) else { return };
+        let Some(victim) = self
+            .applied_in
+            .iter()
+            .min_by_key(|(c, s)| (**s, **c))
+            .map(|(c, _)| *c)
+        else {
+            return;
+        };
         self.applied_in.remove(&victim);
         self.last_applied.remove(&victim);
         if victim >= REGISTERED_BASE {
@@ -204,23 +222,48 @@ mod tests {
     }
 
     fn put(k: &str, v: &str) -> Op {
-        Op::Put { key: Bytes::from(k.to_owned()), value: Bytes::from(v.to_owned()) }
+        Op::Put {
+            key: Bytes::from(k.to_owned()),
+            value: Bytes::from(v.to_owned()),
+        }
     }
 
     #[test]
     fn a_retry_is_not_applied_again_and_an_older_request_not_at_all() {
         let mut m = Model::default();
-        let cas = Op::Cas { key: "k".into(), from: None, to: "a".into() };
-        assert_eq!(m.apply(&req(1, 1, cas.clone())), Effect::Applied(Reply::Cas { ok: true, current: None }));
+        let cas = Op::Cas {
+            key: "k".into(),
+            from: None,
+            to: "a".into(),
+        };
+        assert_eq!(
+            m.apply(&req(1, 1, cas.clone())),
+            Effect::Applied(Reply::Cas {
+                ok: true,
+                current: None
+            })
+        );
         // Applied once: the retry gets the first reply, though the key has
         // changed since and the cas would now fail.
-        assert_eq!(m.apply(&req(1, 1, cas)), Effect::Repeated(Reply::Cas { ok: true, current: None }));
-        assert_eq!(m.apply(&req(2, 4, put("k", "b"))), Effect::Applied(Reply::Done));
+        assert_eq!(
+            m.apply(&req(1, 1, cas)),
+            Effect::Repeated(Reply::Cas {
+                ok: true,
+                current: None
+            })
+        );
+        assert_eq!(
+            m.apply(&req(2, 4, put("k", "b"))),
+            Effect::Applied(Reply::Done)
+        );
         assert_eq!(m.apply(&req(2, 3, put("k", "old"))), Effect::Superseded);
         assert_eq!(m.kv.get(&Bytes::from("k")), Some(&Bytes::from("b")));
         assert_eq!(m.last_applied.get(&2), Some(&(4, Reply::Done)));
         let get = Op::Get { key: "k".into() };
-        assert_eq!(m.apply(&req(3, 1, get)), Effect::Applied(Reply::Value(Some("b".into()))));
+        assert_eq!(
+            m.apply(&req(3, 1, get)),
+            Effect::Applied(Reply::Value(Some("b".into())))
+        );
         let del = Op::Del { key: "k".into() };
         assert_eq!(m.apply(&req(3, 2, del)), Effect::Applied(Reply::Done));
         assert!(m.kv.is_empty());
@@ -231,11 +274,20 @@ mod tests {
         let mut m = Model::bounded(2, 0);
         for (slot, client) in [(1, 1), (2, 2), (3, 1)] {
             m.slot = Slot(slot);
-            assert!(matches!(m.apply(&req(client, slot, put("k", "v"))), Effect::Applied(_)));
+            assert!(matches!(
+                m.apply(&req(client, slot, put("k", "v"))),
+                Effect::Applied(_)
+            ));
         }
         m.slot = Slot(4);
-        assert_eq!(m.apply(&req(3, 1, put("k", "w"))), Effect::Applied(Reply::Done));
-        assert_eq!(m.last_applied.keys().copied().collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(
+            m.apply(&req(3, 1, put("k", "w"))),
+            Effect::Applied(Reply::Done)
+        );
+        assert_eq!(
+            m.last_applied.keys().copied().collect::<Vec<_>>(),
+            vec![1, 3]
+        );
         assert_eq!(m.apply(&req(2, 2, put("k", "x"))), Effect::Expired);
         assert_eq!(m.kv.get(&Bytes::from("k")), Some(&Bytes::from("w")));
         // Eight more drops (4 × limit) forget client 2; then an unknown
@@ -247,8 +299,20 @@ mod tests {
         }
         assert!(m.forgot && !m.dropped.contains(&2));
         assert_eq!(m.apply(&req(2, 5, put("k", "x"))), Effect::Expired);
-        assert_eq!(m.apply_attempt(&req(2, 1, put("k", "x")), true), Effect::Expired);
-        assert_eq!(m.apply(&Request { retry: true, ..req(2, 1, put("k", "x")) }), Effect::Expired);
-        assert!(matches!(m.apply(&req(2, 1, put("k", "x"))), Effect::Applied(_)));
+        assert_eq!(
+            m.apply_attempt(&req(2, 1, put("k", "x")), true),
+            Effect::Expired
+        );
+        assert_eq!(
+            m.apply(&Request {
+                retry: true,
+                ..req(2, 1, put("k", "x"))
+            }),
+            Effect::Expired
+        );
+        assert!(matches!(
+            m.apply(&req(2, 1, put("k", "x"))),
+            Effect::Applied(_)
+        ));
     }
 }

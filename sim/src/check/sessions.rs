@@ -29,7 +29,12 @@ pub struct Sessions {
 impl Sessions {
     /// Replica `r`'s table now, `when` naming the moment for the report.
     pub fn sample(&mut self, r: ReplicaId, when: &'static str, sm: &Snapshot) {
-        self.samples.push(Sample { replica: r, at: sm.last_executed, when, sessions: sm.sessions.clone() });
+        self.samples.push(Sample {
+            replica: r,
+            at: sm.last_executed,
+            when,
+            sessions: sm.sessions.clone(),
+        });
     }
 
     /// Orders the samples by slot for [`Sessions::compare_at`].
@@ -47,7 +52,10 @@ impl Sessions {
                 continue; // beyond a gap of the log: not judged
             }
             if let Some(d) = difference(&s.sessions, model) {
-                v.add("sessions", format!("replica {} {} at slot {}: {d}", s.replica, s.when, s.at));
+                v.add(
+                    "sessions",
+                    format!("replica {} {} at slot {}: {d}", s.replica, s.when, s.at),
+                );
             }
         }
     }
@@ -56,16 +64,31 @@ impl Sessions {
 /// The first client whose entry differs between a replica's table and the
 /// model's, or a difference in the expired clients, described.
 fn difference(table: &SessionTable, model: &Model) -> Option<String> {
-    let clients = table.iter().map(|(c, _)| c).chain(model.last_applied.keys());
+    let clients = table
+        .iter()
+        .map(|(c, _)| c)
+        .chain(model.last_applied.keys());
     for c in clients {
         let mine = table.get(c).map(|s| (s.seq, &s.reply, s.slot));
-        let log = model.last_applied.get(c).map(|(seq, reply)| (*seq, reply, model.applied_in.get(c).copied().unwrap_or_default()));
+        let log = model.last_applied.get(c).map(|(seq, reply)| {
+            (
+                *seq,
+                reply,
+                model.applied_in.get(c).copied().unwrap_or_default(),
+            )
+        });
         if mine != log {
-            return Some(format!("client {c}'s session is {mine:?}, the executed log gives {log:?}"));
+            return Some(format!(
+                "client {c}'s session is {mine:?}, the executed log gives {log:?}"
+            ));
         }
     }
     if table.registered() != model.registered {
-        return Some(format!("{} ids registered, the executed log gives {}", table.registered(), model.registered));
+        return Some(format!(
+            "{} ids registered, the executed log gives {}",
+            table.registered(),
+            model.registered
+        ));
     }
     if !table.tombstones().eq(model.dropped.iter()) || (table.forgotten() > 0) != model.forgot {
         let mine: Vec<_> = table.tombstones().collect();
@@ -88,8 +111,18 @@ mod tests {
     fn a_table_that_differs_from_the_log_at_its_slot_is_a_violation() {
         let mut model = Model::default();
         let mut sessions = Sessions::default();
-        let mut sm = Snapshot { last_executed: Slot(1), ..Default::default() };
-        sm.sessions.insert(7, Session { seq: 1, reply: Reply::Done, slot: Slot(1) });
+        let mut sm = Snapshot {
+            last_executed: Slot(1),
+            ..Default::default()
+        };
+        sm.sessions.insert(
+            7,
+            Session {
+                seq: 1,
+                reply: Reply::Done,
+                slot: Slot(1),
+            },
+        );
         sessions.sample(0, "after installing a snapshot", &sm);
         // Stale: the table of slot 1 claimed at slot 2.
         sm.last_executed = Slot(2);
@@ -98,13 +131,25 @@ mod tests {
         let mut v = Violations::default();
         sessions.compare_at(Slot(0), &model, &mut v);
         model.slot = Slot(1);
-        model.apply(&Request::new(7, 1, Op::Put { key: "k".into(), value: "v".into() }));
+        model.apply(&Request::new(
+            7,
+            1,
+            Op::Put {
+                key: "k".into(),
+                value: "v".into(),
+            },
+        ));
         sessions.compare_at(Slot(1), &model, &mut v);
         model.slot = Slot(2);
         model.apply(&Request::new(7, 2, Op::Del { key: "k".into() }));
         sessions.compare_at(Slot(2), &model, &mut v);
         let found = v.into_vec();
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].detail.starts_with("replica 1 after a restart at slot 2"), "{found:?}");
+        assert!(
+            found[0]
+                .detail
+                .starts_with("replica 1 after a restart at slot 2"),
+            "{found:?}"
+        );
     }
 }

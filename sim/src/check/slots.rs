@@ -19,7 +19,11 @@ pub struct SlotMap<T> {
 
 impl<T> Default for SlotMap<T> {
     fn default() -> Self {
-        SlotMap { dense: Vec::new(), sparse: BTreeMap::new(), len: 0 }
+        SlotMap {
+            dense: Vec::new(),
+            sparse: BTreeMap::new(),
+            len: 0,
+        }
     }
 }
 
@@ -65,7 +69,11 @@ impl<T> SlotMap<T> {
 
     /// The filled slots in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = (Slot, &T)> {
-        let dense = self.dense.iter().enumerate().filter_map(|(i, v)| v.as_ref().map(|v| (Slot(i as u64), v)));
+        let dense = self
+            .dense
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().map(|v| (Slot(i as u64), v)));
         dense.chain(self.sparse.iter().map(|(s, v)| (*s, v)))
     }
 }
@@ -86,6 +94,14 @@ mod tests {
         assert_eq!(m.get(Slot(2)), None);
         assert_eq!(m.get(DENSE + 5), Some(&"far"));
         let all: Vec<_> = m.iter().collect();
-        assert_eq!(all, vec![(Slot(1), &"c"), (Slot(3), &"a"), (DENSE + 1, &"near-far"), (DENSE + 5, &"far")]);
+        assert_eq!(
+            all,
+            vec![
+                (Slot(1), &"c"),
+                (Slot(3), &"a"),
+                (DENSE + 1, &"near-far"),
+                (DENSE + 5, &"far")
+            ]
+        );
     }
 }

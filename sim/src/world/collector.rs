@@ -26,7 +26,10 @@ impl World {
                 // after what is queued; `kick`'s loop or the caller starts it).
                 stutter_gc::Event::Due { headroom } => {
                     if self.nodes[r as usize].replica.is_some() {
-                        self.nodes[r as usize].cpu.inbox.push_back(Input::GcDue { headroom });
+                        self.nodes[r as usize]
+                            .cpu
+                            .inbox
+                            .push_back(Input::GcDue { headroom });
                     }
                 }
             }
@@ -49,7 +52,13 @@ impl World {
         }
         let node = &mut self.nodes[r as usize];
         if let Some(rep) = node.replica.as_ref() {
-            node.heap = Some(Heap::new(&self.s.memory, node.cpu.cores, rep, self.s.workload.value_size, self.now));
+            node.heap = Some(Heap::new(
+                &self.s.memory,
+                node.cpu.cores,
+                rep,
+                self.s.workload.value_size,
+                self.now,
+            ));
         }
     }
 
@@ -58,7 +67,10 @@ impl World {
     /// nothing is due any more (the runtime collected on its own), at once.
     pub(super) fn collect_granted(&mut self, r: ReplicaId) {
         let now = self.now;
-        let collected = self.nodes[r as usize].heap.as_mut().is_some_and(|h| h.collect_now(now));
+        let collected = self.nodes[r as usize]
+            .heap
+            .as_mut()
+            .is_some_and(|h| h.collect_now(now));
         if collected {
             self.collect(r);
         }
@@ -72,18 +84,28 @@ impl World {
     /// the replica's own state.
     pub(super) fn trace_memory(&mut self, ev: &TraceEvent) {
         let value_size = self.s.workload.value_size;
-        let Some(node) = self.nodes.get_mut(ev.replica as usize) else { return };
-        let own_state = node.replica.as_ref().map_or(0, |r| r.state_machine().kv.len() as u64 * (value_size + 72));
+        let Some(node) = self.nodes.get_mut(ev.replica as usize) else {
+            return;
+        };
+        let own_state = node
+            .replica
+            .as_ref()
+            .map_or(0, |r| r.state_machine().kv.len() as u64 * (value_size + 72));
         let Some(h) = node.heap.as_mut() else { return };
         match &ev.action {
-            Action::Execute { value: Some(ids), .. } => {
+            Action::Execute {
+                value: Some(ids), ..
+            } => {
                 for id in ids {
-                    h.executed(if self.clients.is_update(id.client as ClientId, id.seq) { value_size } else { 0 });
+                    h.executed(if self.clients.is_update(id.client as ClientId, id.seq) {
+                        value_size
+                    } else {
+                        0
+                    });
                 }
             }
             Action::Trim { .. } | Action::InstallSnapshot { .. } => h.extra(own_state),
             _ => {}
         }
     }
-
 }

@@ -6,7 +6,10 @@
 
 use std::io::Write;
 
-use stutter_core::{Action, Config, Input, Message, Output, Record, Replica, ReplicaId, Reply, Request, Seq, Slot, Time, Timer, TraceEvent};
+use stutter_core::{
+    Action, Config, Input, Message, Output, Record, Replica, ReplicaId, Reply, Request, Seq, Slot,
+    Time, Timer, TraceEvent,
+};
 
 use crate::check::{Checker, Violation};
 use crate::clients::{ClientEvent, Clients};
@@ -25,28 +28,81 @@ mod collector;
 
 #[derive(Debug)]
 pub(crate) enum Ev {
-    Deliver { to: ReplicaId, from: ReplicaId, epoch: u64, msg: Message },
-    Timer { r: ReplicaId, timer: Timer, inc: u64, at: Time },
-    Disk { r: ReplicaId, token: u64, inc: u64 },
-    CpuFree { r: ReplicaId, inc: u64 },
-    Resume { r: ReplicaId, inc: u64 },
-    Restart { r: ReplicaId },
+    Deliver {
+        to: ReplicaId,
+        from: ReplicaId,
+        epoch: u64,
+        msg: Message,
+    },
+    Timer {
+        r: ReplicaId,
+        timer: Timer,
+        inc: u64,
+        at: Time,
+    },
+    Disk {
+        r: ReplicaId,
+        token: u64,
+        inc: u64,
+    },
+    CpuFree {
+        r: ReplicaId,
+        inc: u64,
+    },
+    Resume {
+        r: ReplicaId,
+        inc: u64,
+    },
+    Restart {
+        r: ReplicaId,
+    },
     Fault(Fault),
-    Uncut { links: Vec<(ReplicaId, ReplicaId)> },
+    Uncut {
+        links: Vec<(ReplicaId, ReplicaId)>,
+    },
     /// A slowdown of one link ends.
-    Unslow { from: ReplicaId, to: ReplicaId, extra: Time },
-    ClientTick { c: usize },
+    Unslow {
+        from: ReplicaId,
+        to: ReplicaId,
+        extra: Time,
+    },
+    ClientTick {
+        c: usize,
+    },
     /// History operation `op`'s request reaches replica `r`, flagged a
     /// retry or not.
-    ClientArrive { r: ReplicaId, op: usize, retry: bool },
+    ClientArrive {
+        r: ReplicaId,
+        op: usize,
+        retry: bool,
+    },
     /// A client's `Register` under `nonce` reaches replica `r`.
-    ClientRegister { r: ReplicaId, nonce: stutter_core::ClientId, retry: bool },
-    ClientReply { c: usize, client: stutter_core::ClientId, seq: Seq, reply: Reply },
-    ClientTimeout { c: usize, at: Time },
+    ClientRegister {
+        r: ReplicaId,
+        nonce: stutter_core::ClientId,
+        retry: bool,
+    },
+    ClientReply {
+        c: usize,
+        client: stutter_core::ClientId,
+        seq: Seq,
+        reply: Reply,
+    },
+    ClientTimeout {
+        c: usize,
+        at: Time,
+    },
     /// A collector's concurrent work may have changed its state.
-    GcWake { r: ReplicaId, inc: u64, at: Time },
+    GcWake {
+        r: ReplicaId,
+        inc: u64,
+        at: Time,
+    },
     /// A collection the protocol granted is over.
-    GcFinished { r: ReplicaId, inc: u64 },
+    GcFinished {
+        r: ReplicaId,
+        inc: u64,
+    },
 }
 
 pub struct RunOutput {
@@ -122,16 +178,29 @@ impl World {
     pub fn new(s: Scenario, seed: u64, trace_out: Option<Box<dyn Write>>) -> World {
         let mut rng = Rng::new(seed);
         let cfg = core_config(&s);
-        let nodes: Vec<Node> =
-            (0..s.n).map(|id| Node::new(Replica::new(id as ReplicaId, cfg.clone(), rng.fork()), s.cores)).collect();
+        let nodes: Vec<Node> = (0..s.n)
+            .map(|id| {
+                Node::new(
+                    Replica::new(id as ReplicaId, cfg.clone(), rng.fork()),
+                    s.cores,
+                )
+            })
+            .collect();
         let plan = s.plan(&mut rng);
-        let heal = plan.iter().map(|(t, f)| f.healed_by(*t, s.fault_end)).max().unwrap_or(0);
+        let heal = plan
+            .iter()
+            .map(|(t, f)| f.healed_by(*t, s.fault_end))
+            .max()
+            .unwrap_or(0);
         let end = s.duration.max(heal) + s.liveness_bound;
         let n = s.n;
         let mut w = World {
             checker: Checker::new(
                 n,
-                stutter_core::sessions::Bounds { sessions: s.session_limit, tombstones: s.session_tombstones },
+                stutter_core::sessions::Bounds {
+                    sessions: s.session_limit,
+                    tombstones: s.session_tombstones,
+                },
                 s.bug != Some(stutter_core::Bug::IgnoreRetryFlag),
             )
             .registered_expiry(s.bug != Some(stutter_core::Bug::RegisteredNoExpiry)),
@@ -186,13 +255,23 @@ impl World {
         self.now = self.end;
         // Free-ups kept out of the queue count as the events they stand for.
         let end = self.end;
-        self.events += self.nodes.iter().flat_map(|n| &n.cpu.free_later).filter(|(at, _)| *at <= end).count() as u64;
+        self.events += self
+            .nodes
+            .iter()
+            .flat_map(|n| &n.cpu.free_later)
+            .filter(|(at, _)| *at <= end)
+            .count() as u64;
         self.finish()
     }
 
     fn step(&mut self, ev: Ev) {
         match ev {
-            Ev::Deliver { to, from, epoch, msg } => {
+            Ev::Deliver {
+                to,
+                from,
+                epoch,
+                msg,
+            } => {
                 if self.net.deliverable(from, to, epoch) {
                     self.enqueue(to, Input::Message { from, msg });
                 }
@@ -208,7 +287,15 @@ impl World {
                 if deadline > self.now {
                     // Re-armed later since: one entry moves to the new deadline.
                     node.timer_queued[k] = Some(deadline);
-                    self.at(deadline, Ev::Timer { r, timer, inc, at: deadline });
+                    self.at(
+                        deadline,
+                        Ev::Timer {
+                            r,
+                            timer,
+                            inc,
+                            at: deadline,
+                        },
+                    );
                 } else {
                     self.enqueue(r, Input::Timer(timer));
                 }
@@ -258,19 +345,31 @@ impl World {
             }
             Ev::ClientArrive { r, op, retry } => {
                 if let Some(req) = self.clients.requests.get(op) {
-                    let req = Request { retry, ..req.clone() };
+                    let req = Request {
+                        retry,
+                        ..req.clone()
+                    };
                     self.enqueue(r, Input::Request(req));
                 }
             }
-            Ev::ClientRegister { r, nonce, retry } => self.enqueue(r, Input::Request(Request::register(nonce, retry))),
-            Ev::ClientReply { c, client, seq, reply } => {
+            Ev::ClientRegister { r, nonce, retry } => {
+                self.enqueue(r, Input::Request(Request::register(nonce, retry)))
+            }
+            Ev::ClientReply {
+                c,
+                client,
+                seq,
+                reply,
+            } => {
                 let mut evs = std::mem::take(&mut self.client_events);
-                self.clients.reply(c, (client, seq), reply, self.now, &mut self.rng, &mut evs);
+                self.clients
+                    .reply(c, (client, seq), reply, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
             Ev::ClientTimeout { c, at } => {
                 let mut evs = std::mem::take(&mut self.client_events);
-                self.clients.timeout(c, at, self.now, &mut self.rng, &mut evs);
+                self.clients
+                    .timeout(c, at, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
             Ev::GcWake { r, inc, at } => {
@@ -298,9 +397,16 @@ impl World {
         for e in evs.drain(..) {
             match e {
                 ClientEvent::Tick { c, at } => self.at(at, Ev::ClientTick { c }),
-                ClientEvent::Arrive { r, op, retry, at } => self.at(at, Ev::ClientArrive { r, op, retry }),
+                ClientEvent::Arrive { r, op, retry, at } => {
+                    self.at(at, Ev::ClientArrive { r, op, retry })
+                }
                 ClientEvent::Timeout { c, at } => self.at(at, Ev::ClientTimeout { c, at }),
-                ClientEvent::Register { r, nonce, retry, at } => self.at(at, Ev::ClientRegister { r, nonce, retry }),
+                ClientEvent::Register {
+                    r,
+                    nonce,
+                    retry,
+                    at,
+                } => self.at(at, Ev::ClientRegister { r, nonce, retry }),
             }
         }
         self.client_events = evs;
@@ -378,10 +484,16 @@ impl World {
             if node.cpu.busy >= slots {
                 return;
             }
-            let Some(input) = node.cpu.inbox.pop_front() else { return };
+            let Some(input) = node.cpu.inbox.pop_front() else {
+                return;
+            };
             let turn_starts = node.cpu.turn_starts();
             let pending = self.s.service.begin(&input, value_size, turn_starts);
-            let input_bytes = if node.heap.is_some() { self.s.memory.input_bytes(&input, value_size) } else { 0 };
+            let input_bytes = if node.heap.is_some() {
+                self.s.memory.input_bytes(&input, value_size)
+            } else {
+                0
+            };
             let busy = node.cpu.busy_cores(speed);
             if let Some(h) = node.heap.as_mut() {
                 h.advance(now, busy);
@@ -395,14 +507,22 @@ impl World {
                     let h = rep.handing_off();
                     if let Some(was) = self.handing_off.get_mut(r as usize) {
                         if h && !*was {
-                            self.gc_log.push(GcStep { at: now, replica: r, mark: GcMark::HandOffStart });
+                            self.gc_log.push(GcStep {
+                                at: now,
+                                replica: r,
+                                mark: GcMark::HandOffStart,
+                            });
                         }
                         *was = h;
                     }
                 }
             }
             let cost = self.s.service.end(pending, &out, value_size);
-            let step_bytes = if self.nodes[r as usize].heap.is_some() { input_bytes + self.s.memory.output_bytes(&out) } else { 0 };
+            let step_bytes = if self.nodes[r as usize].heap.is_some() {
+                input_bytes + self.s.memory.output_bytes(&out)
+            } else {
+                0
+            };
             self.outputs(r, &mut out);
             self.out = out;
             let node = &mut self.nodes[r as usize];
@@ -466,7 +586,8 @@ impl World {
                 }
                 Output::Persist { token, records } => {
                     let lat = self.s.disk_latency(&mut self.rng);
-                    let ballot = !self.armed.is_empty() && records.iter().any(|rec| matches!(rec, Record::Ballot(_)));
+                    let ballot = !self.armed.is_empty()
+                        && records.iter().any(|rec| matches!(rec, Record::Ballot(_)));
                     let pending = if ballot { records.clone() } else { Vec::new() };
                     let node = &mut self.nodes[r as usize];
                     let done = node.disk.append(self.now, lat, token, records);
@@ -479,7 +600,15 @@ impl World {
                 Output::Reply { client, seq, reply } => {
                     if let Some(c) = self.clients.index(client) {
                         let d = self.net.delay(&mut self.rng);
-                        self.at(self.now + d, Ev::ClientReply { c, client, seq, reply });
+                        self.at(
+                            self.now + d,
+                            Ev::ClientReply {
+                                c,
+                                client,
+                                seq,
+                                reply,
+                            },
+                        );
                     }
                 }
                 Output::Collect { .. } => self.collect_granted(r),
@@ -495,14 +624,20 @@ impl World {
         if self.s.memory.coordinated {
             let mark = match ev.action {
                 Action::GcDue { .. } => Some(GcMark::Due),
-                Action::TransferLeadership { to, .. } | Action::TransferWithPromise { to, .. } => Some(GcMark::HandOff { to }),
+                Action::TransferLeadership { to, .. } | Action::TransferWithPromise { to, .. } => {
+                    Some(GcMark::HandOff { to })
+                }
                 Action::BecomeLeader { .. } => Some(GcMark::Elected),
                 Action::Collect { granted } => Some(GcMark::Collect { granted }),
                 Action::GcDone => Some(GcMark::Done),
                 _ => None,
             };
             if let Some(mark) = mark {
-                self.gc_log.push(GcStep { at: ev.time, replica: ev.replica, mark });
+                self.gc_log.push(GcStep {
+                    at: ev.time,
+                    replica: ev.replica,
+                    mark,
+                });
             }
         }
         if !self.armed.is_empty() {
@@ -524,13 +659,21 @@ impl World {
         // the step, which is consistent with itself).
         let taken = match &ev.action {
             Action::InstallSnapshot { .. } => Some("after installing a snapshot"),
-            Action::BecomeLeader { snapshot_from: Some(_), .. } => Some("after installing a promised snapshot"),
+            Action::BecomeLeader {
+                snapshot_from: Some(_),
+                ..
+            } => Some("after installing a promised snapshot"),
             Action::Recover { .. } => Some("after a restart"),
             _ => None,
         };
         if let Some(when) = taken {
-            if let Some(rep) = self.nodes.get(ev.replica as usize).and_then(|n| n.replica.as_ref()) {
-                self.checker.state_taken(ev.replica, when, rep.state_machine());
+            if let Some(rep) = self
+                .nodes
+                .get(ev.replica as usize)
+                .and_then(|n| n.replica.as_ref())
+            {
+                self.checker
+                    .state_taken(ev.replica, when, rep.state_machine());
             }
         }
         if matches!(ev.action, Action::BecomeLeader { .. }) {
@@ -546,11 +689,32 @@ impl World {
         if to as usize >= self.s.n {
             return;
         }
-        if let Sent::Delivered { arrival, epoch, duplicate } = self.net.send(&mut self.rng, self.now, from, to) {
+        if let Sent::Delivered {
+            arrival,
+            epoch,
+            duplicate,
+        } = self.net.send(&mut self.rng, self.now, from, to)
+        {
             if let Some(later) = duplicate {
-                self.at(later, Ev::Deliver { to, from, epoch, msg: msg.clone() });
+                self.at(
+                    later,
+                    Ev::Deliver {
+                        to,
+                        from,
+                        epoch,
+                        msg: msg.clone(),
+                    },
+                );
             }
-            self.at(arrival, Ev::Deliver { to, from, epoch, msg });
+            self.at(
+                arrival,
+                Ev::Deliver {
+                    to,
+                    from,
+                    epoch,
+                    msg,
+                },
+            );
         }
     }
 
@@ -572,22 +736,43 @@ impl World {
     fn finish(mut self) -> RunOutput {
         for (i, n) in self.nodes.iter().enumerate() {
             if let Some(rep) = n.replica.as_ref() {
-                self.checker.state_taken(i as ReplicaId, "at the end of the run", rep.state_machine());
+                self.checker.state_taken(
+                    i as ReplicaId,
+                    "at the end of the run",
+                    rep.state_machine(),
+                );
             }
         }
         let finals: Vec<(ReplicaId, Slot, u64)> = self
             .nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| n.replica.as_ref().map(|r| (i as ReplicaId, r.last_executed(), r.executed_digest())))
+            .filter_map(|(i, n)| {
+                n.replica
+                    .as_ref()
+                    .map(|r| (i as ReplicaId, r.last_executed(), r.executed_digest()))
+            })
             .collect();
         let states: Vec<_> = self
             .nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| n.replica.as_ref().map(|r| (i as ReplicaId, r.last_executed(), r.state_machine().kv.clone())))
+            .filter_map(|(i, n)| {
+                n.replica.as_ref().map(|r| {
+                    (
+                        i as ReplicaId,
+                        r.last_executed(),
+                        r.state_machine().kv.clone(),
+                    )
+                })
+            })
             .collect();
-        let violations = self.checker.finish(&self.clients.history, &self.clients.requests, &finals, &states);
+        let violations = self.checker.finish(
+            &self.clients.history,
+            &self.clients.requests,
+            &finals,
+            &states,
+        );
         let _ = self.trace_out.as_mut().map(|w| w.flush());
         let end = self.end;
         let gc = self
@@ -597,7 +782,9 @@ impl World {
             .filter_map(|(i, n)| {
                 let (_, speed) = n.cpu.slots(n.mutator_cores());
                 let busy = n.cpu.busy_cores(speed);
-                n.heap.as_mut().map(|h| (i as ReplicaId, h.finish(end, busy)))
+                n.heap
+                    .as_mut()
+                    .map(|h| (i as ReplicaId, h.finish(end, busy)))
             })
             .collect();
         self.faults.dropped_messages = self.net.dropped;

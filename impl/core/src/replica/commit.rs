@@ -27,7 +27,10 @@ fn request_bytes(req: &Request) -> u64 {
 
 impl Replica {
     pub(super) fn session_bounds(&self) -> Bounds {
-        Bounds { sessions: self.cfg.session_limit, tombstones: self.cfg.session_tombstones }
+        Bounds {
+            sessions: self.cfg.session_limit,
+            tombstones: self.cfg.session_tombstones,
+        }
     }
 
     pub(super) fn after_commit(&mut self, out: &mut Vec<Output>) {
@@ -78,14 +81,26 @@ impl Replica {
                     self.waiting.remove(&old);
                 }
                 if self.waiting.remove(&key) {
-                    out.push(Output::Reply { client: req.client, seq: req.seq, reply: outcome.reply() });
+                    out.push(Output::Reply {
+                        client: req.client,
+                        seq: req.seq,
+                        reply: outcome.reply(),
+                    });
                 }
             }
             self.sm.digest = digest_step(self.sm.digest, slot, &value);
             self.sm.last_executed = slot;
             if self.cfg.trace {
                 let sessions = self.sm.sessions_summary(self.session_bounds());
-                self.emit(Action::Execute { slot, value: value_ids(&value), applied, sessions }, out);
+                self.emit(
+                    Action::Execute {
+                        slot,
+                        value: value_ids(&value),
+                        applied,
+                        sessions,
+                    },
+                    out,
+                );
             }
         }
         self.serve_reads(out);
@@ -102,7 +117,12 @@ impl Replica {
             // Cut off from a majority: stop taking requests that cannot
             // commit, so clients go elsewhere.
             self.become_follower(out);
-            self.emit(Action::StepDown { ballot: self.ballot }, out);
+            self.emit(
+                Action::StepDown {
+                    ballot: self.ballot,
+                },
+                out,
+            );
         } else {
             self.send_heartbeats(out);
             self.reprobe_if_lost(out);
@@ -113,7 +133,9 @@ impl Replica {
     /// Whether the leader has not heard from a majority (itself included)
     /// for a whole election timeout.
     fn lost_quorum(&self) -> bool {
-        let Some(l) = self.role.as_leader() else { return false };
+        let Some(l) = self.role.as_leader() else {
+            return false;
+        };
         let since = self.now.saturating_sub(self.cfg.election_timeout);
         let mut heard = VoteSet::of(self.id);
         for (id, p) in &l.progress {
@@ -131,7 +153,10 @@ impl Replica {
             global_last_executed: self.global_last_executed,
         };
         for p in self.peers().collect::<Vec<_>>() {
-            out.push(Output::Send { to: p, msg: msg.clone() });
+            out.push(Output::Send {
+                to: p,
+                msg: msg.clone(),
+            });
         }
         self.emit(
             Action::SendHeartbeat {
@@ -145,14 +170,24 @@ impl Replica {
         if let Some(l) = self.role.as_leader_mut() {
             l.heartbeat_deadline = at;
         }
-        out.push(Output::SetTimer { timer: Timer::Heartbeat, at });
+        out.push(Output::SetTimer {
+            timer: Timer::Heartbeat,
+            at,
+        });
         self.resend_accepts(out);
     }
 
     /// A heartbeat at a ballot the ballot rule let through, at a follower:
     /// commits the slots up to the leader's `last_executed` that hold an
     /// instance of the heartbeat's ballot.
-    pub(super) fn on_heartbeat(&mut self, from: ReplicaId, b: Ballot, lle: Slot, gle: Slot, out: &mut Vec<Output>) {
+    pub(super) fn on_heartbeat(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        lle: Slot,
+        gle: Slot,
+        out: &mut Vec<Output>,
+    ) {
         if let Some(f) = self.role.as_follower_mut() {
             f.leader = Some(from);
             f.last_heard = self.now;
@@ -207,7 +242,14 @@ impl Replica {
     /// The commit point an `Accept` carried (`Config::commit_on_accept`):
     /// applied as a heartbeat's, without its reply (the `Accepted` is one)
     /// and only when it commits something.
-    pub(super) fn learn_commit(&mut self, from: ReplicaId, b: Ballot, slot: Slot, lle: Slot, out: &mut Vec<Output>) {
+    pub(super) fn learn_commit(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        slot: Slot,
+        lle: Slot,
+        out: &mut Vec<Output>,
+    ) {
         if lle <= self.sm.last_executed {
             return;
         }
@@ -215,13 +257,29 @@ impl Replica {
         if committed.is_empty() {
             return;
         }
-        self.emit(Action::LearnCommit { from, ballot: b, slot, leader_last_executed: lle, committed }, out);
+        self.emit(
+            Action::LearnCommit {
+                from,
+                ballot: b,
+                slot,
+                leader_last_executed: lle,
+                committed,
+            },
+            out,
+        );
         self.execute_committed(out);
     }
 
     /// The answer to a heartbeat below this replica's ballot: the deposed
     /// leader learns the higher ballot from it.
-    pub(super) fn reject_heartbeat(&mut self, from: ReplicaId, b: Ballot, lle: Slot, gle: Slot, out: &mut Vec<Output>) {
+    pub(super) fn reject_heartbeat(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        lle: Slot,
+        gle: Slot,
+        out: &mut Vec<Output>,
+    ) {
         let msg = Message::HeartbeatReply {
             ballot: self.ballot,
             ok: false,
@@ -242,7 +300,13 @@ impl Replica {
 
     /// A follower's answer to this leader's heartbeat: its progress, the
     /// new `global_last_executed`, and a catch-up if it is behind.
-    pub(super) fn on_heartbeat_reply(&mut self, from: ReplicaId, le: Slot, lle: Slot, out: &mut Vec<Output>) {
+    pub(super) fn on_heartbeat_reply(
+        &mut self,
+        from: ReplicaId,
+        le: Slot,
+        lle: Slot,
+        out: &mut Vec<Output>,
+    ) {
         let (now, grace, own_le) = (self.now, self.cfg.trim_grace, self.sm.last_executed);
         let RoleState::Leader(l) = &mut self.role else {
             return self.ignore(Ignored::AnswerForRoleNotHeld);
@@ -261,7 +325,15 @@ impl Replica {
             .fold(own_le, Slot::min);
         self.global_last_executed = self.global_last_executed.max(gle);
         let ballot = self.ballot;
-        self.emit(Action::HandleHeartbeatReply { from, ballot, ok: true, last_executed: le }, out);
+        self.emit(
+            Action::HandleHeartbeatReply {
+                from,
+                ballot,
+                ok: true,
+                last_executed: le,
+            },
+            out,
+        );
         // A follower that could not commit what the heartbeat allowed is
         // missing instances: send them, or our state if we trimmed them.
         if le < lle || le < self.log.trimmed() {

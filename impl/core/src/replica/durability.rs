@@ -16,9 +16,15 @@ use super::{injected, Ignored, Replica};
 /// Outputs held until the persist that precedes them is durable.
 #[derive(Debug)]
 pub(super) enum Deferred {
-    Send { to: ReplicaId, msg: Message },
+    Send {
+        to: ReplicaId,
+        msg: Message,
+    },
     /// The leader's own acceptance of a slot it proposed or replayed.
-    SelfVote { ballot: Ballot, slot: Slot },
+    SelfVote {
+        ballot: Ballot,
+        slot: Slot,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -35,7 +41,10 @@ pub(super) struct Barrier {
 impl Barrier {
     fn persist(&mut self, records: Vec<Record>, out: &mut Vec<Output>) {
         self.next_token += 1;
-        out.push(Output::Persist { token: self.next_token, records });
+        out.push(Output::Persist {
+            token: self.next_token,
+            records,
+        });
     }
 
     /// Whether something issued is not durable yet.
@@ -76,7 +85,12 @@ impl Replica {
         }
         self.barrier.persisted_token = token;
         self.emit(Action::Persisted { token }, out);
-        while self.barrier.deferred.front().is_some_and(|(t, _)| *t <= token) {
+        while self
+            .barrier
+            .deferred
+            .front()
+            .is_some_and(|(t, _)| *t <= token)
+        {
             if let Some((_, d)) = self.barrier.deferred.pop_front() {
                 self.run_deferred(d, out);
             }
@@ -92,7 +106,13 @@ impl Replica {
                 if self.role.as_leader().is_some() && ballot == self.ballot {
                     let committed = self.add_vote(self.id, slot);
                     self.emit(
-                        Action::HandleAccepted { from: self.id, ballot, slot, ok: true, committed },
+                        Action::HandleAccepted {
+                            from: self.id,
+                            ballot,
+                            slot,
+                            ok: true,
+                            committed,
+                        },
                         out,
                     );
                     if committed {

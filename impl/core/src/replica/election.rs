@@ -35,7 +35,10 @@ impl Replica {
 
     pub(super) fn arm_election(&mut self, from: Time, out: &mut Vec<Output>) {
         self.election_deadline = from + self.cfg.election_timeout + self.jitter();
-        out.push(Output::SetTimer { timer: Timer::Election, at: self.election_deadline });
+        out.push(Output::SetTimer {
+            timer: Timer::Election,
+            at: self.election_deadline,
+        });
     }
 
     pub(super) fn on_election_timer(&mut self, out: &mut Vec<Output>) {
@@ -72,14 +75,26 @@ impl Replica {
         }
         self.ballot = next_ballot(self.ballot, self.id);
         self.persist(vec![Record::Ballot(self.ballot)], out);
-        self.emit(Action::StartElection { ballot: self.ballot }, out);
-        let msg = Message::Prepare { ballot: self.ballot, last_executed: self.sm.last_executed };
+        self.emit(
+            Action::StartElection {
+                ballot: self.ballot,
+            },
+            out,
+        );
+        let msg = Message::Prepare {
+            ballot: self.ballot,
+            last_executed: self.sm.last_executed,
+        };
         let mut have = VoteSet::of(self.id);
         if let Some(p) = promised_by {
             have.insert(p);
         }
         let ask = promised_by.is_none() || !self.quorum.reached(&have);
-        for p in self.peers().filter(|p| ask && !have.contains(*p)).collect::<Vec<_>>() {
+        for p in self
+            .peers()
+            .filter(|p| ask && !have.contains(*p))
+            .collect::<Vec<_>>()
+        {
             self.send_durable(p, msg.clone(), out);
         }
         self.arm_election(self.now, out);
@@ -88,7 +103,13 @@ impl Replica {
 
     /// `Prepare` at a ballot the ballot rule let through (raised to, or the
     /// one already promised to the same candidate).
-    pub(super) fn on_prepare(&mut self, from: ReplicaId, b: Ballot, cand_le: Slot, out: &mut Vec<Output>) {
+    pub(super) fn on_prepare(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        cand_le: Slot,
+        out: &mut Vec<Output>,
+    ) {
         if let Some(f) = self.role.as_follower_mut() {
             f.last_heard = self.now;
         }
@@ -110,7 +131,14 @@ impl Replica {
         } else {
             self.send_durable(from, msg, out);
         }
-        self.emit(Action::HandlePrepare { from, ballot: b, ok: true }, out);
+        self.emit(
+            Action::HandlePrepare {
+                from,
+                ballot: b,
+                ok: true,
+            },
+            out,
+        );
     }
 
     /// The answer to a `Prepare` the ballot rule rejects.
@@ -123,7 +151,14 @@ impl Replica {
             snapshot: None,
         };
         out.push(Output::Send { to: from, msg });
-        self.emit(Action::HandlePrepare { from, ballot: b, ok: false }, out);
+        self.emit(
+            Action::HandlePrepare {
+                from,
+                ballot: b,
+                ok: false,
+            },
+            out,
+        );
     }
 
     /// A promise for this candidate's current ballot.
@@ -135,13 +170,23 @@ impl Replica {
         out: &mut Vec<Output>,
     ) {
         let limit = self.sm.last_executed + MAX_SLOTS_AHEAD;
-        let entries = entries.into_iter().filter(|e| e.slot > Slot::ZERO && e.slot <= limit).collect();
+        let entries = entries
+            .into_iter()
+            .filter(|e| e.slot > Slot::ZERO && e.slot <= limit)
+            .collect();
         let RoleState::Candidate(c) = &mut self.role else {
             return self.ignore(Ignored::AnswerForRoleNotHeld);
         };
         c.promised.insert(from);
         c.promises.insert(from, PromiseData { entries, snapshot });
-        self.emit(Action::HandlePromise { from, ballot: self.ballot, ok: true }, out);
+        self.emit(
+            Action::HandlePromise {
+                from,
+                ballot: self.ballot,
+                ok: true,
+            },
+            out,
+        );
         self.become_leader_if_elected(out);
     }
 
@@ -154,7 +199,9 @@ impl Replica {
     }
 
     fn become_leader(&mut self, out: &mut Vec<Output>) {
-        let RoleState::Candidate(c) = &mut self.role else { return };
+        let RoleState::Candidate(c) = &mut self.role else {
+            return;
+        };
         let merged_from: Vec<ReplicaId> = c.promised.iter().collect();
         let promises = std::mem::take(&mut c.promises);
         let held = std::mem::take(&mut c.held);
@@ -197,22 +244,59 @@ impl Replica {
                 None if injected!(self.cfg, SkipNoopFill) => continue,
                 None => (Value::Noop, false, ballot),
             };
-            let state = if committed { InstanceState::Committed } else { InstanceState::InProgress };
+            let state = if committed {
+                InstanceState::Committed
+            } else {
+                InstanceState::InProgress
+            };
             if self.cfg.trace {
-                summaries.push(SlotSummary { slot, ballot, value: value_ids(&value), committed });
+                summaries.push(SlotSummary {
+                    slot,
+                    ballot,
+                    value: value_ids(&value),
+                    committed,
+                });
             }
-            self.log.put(Instance { slot, ballot, value: value.clone(), state });
-            let logged_at = if injected!(self.cfg, WrongBallotReplay) { accepted_at } else { ballot };
-            records.push(Record::Accept { slot, ballot: logged_at, value: value.clone() });
+            self.log.put(Instance {
+                slot,
+                ballot,
+                value: value.clone(),
+                state,
+            });
+            let logged_at = if injected!(self.cfg, WrongBallotReplay) {
+                accepted_at
+            } else {
+                ballot
+            };
+            records.push(Record::Accept {
+                slot,
+                ballot: logged_at,
+                value: value.clone(),
+            });
             if !committed {
-                votes.insert(slot, Votes { ids: VoteSet::default(), sent: self.now });
+                votes.insert(
+                    slot,
+                    Votes {
+                        ids: VoteSet::default(),
+                        sent: self.now,
+                    },
+                );
             }
             replay.push((slot, value, committed));
         }
         let peers: Vec<ReplicaId> = self.peers().collect();
         let progress = peers
             .iter()
-            .map(|p| (*p, Progress { last_executed: Slot::ZERO, heard: self.now, snapshot_sent: None }))
+            .map(|p| {
+                (
+                    *p,
+                    Progress {
+                        last_executed: Slot::ZERO,
+                        heard: self.now,
+                        snapshot_sent: None,
+                    },
+                )
+            })
             .collect();
         self.role = RoleState::Leader(Box::new(LeaderState {
             votes,
@@ -223,7 +307,11 @@ impl Replica {
             reads: ReadQueue::default(),
             heartbeat_deadline: self.now,
             gc: if self.cfg.gc_coordination {
-                super::gc::Coordinator::after_election(peers.iter().copied(), |p| merged_from.contains(&p), self.now)
+                super::gc::Coordinator::after_election(
+                    peers.iter().copied(),
+                    |p| merged_from.contains(&p),
+                    self.now,
+                )
             } else {
                 super::gc::Coordinator::default()
             },
@@ -234,14 +322,35 @@ impl Replica {
         let leader_committed = self.accept_committed();
         for (slot, value, done) in replay {
             for &p in &peers {
-                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone(), committed: leader_committed } });
+                out.push(Output::Send {
+                    to: p,
+                    msg: Message::Accept {
+                        ballot,
+                        slot,
+                        value: value.clone(),
+                        committed: leader_committed,
+                    },
+                });
             }
             if !done {
                 self.after_persist(Deferred::SelfVote { ballot, slot }, out);
             }
         }
-        let sessions = if self.cfg.trace { self.sm.sessions_summary(self.session_bounds()) } else { SessionsSummary::default() };
-        self.emit(Action::BecomeLeader { ballot, merged_from, snapshot_from, entries: summaries, sessions }, out);
+        let sessions = if self.cfg.trace {
+            self.sm.sessions_summary(self.session_bounds())
+        } else {
+            SessionsSummary::default()
+        };
+        self.emit(
+            Action::BecomeLeader {
+                ballot,
+                merged_from,
+                snapshot_from,
+                entries: summaries,
+                sessions,
+            },
+            out,
+        );
         self.execute_committed(out);
         self.send_heartbeats(out);
         self.try_propose(out);

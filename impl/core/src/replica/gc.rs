@@ -90,9 +90,21 @@ pub(super) struct Coordinator {
 
 impl Coordinator {
     /// Peers that did not promise a new leader count as collecting.
-    pub fn after_election(peers: impl Iterator<Item = ReplicaId>, promised: impl Fn(ReplicaId) -> bool, now: Time) -> Coordinator {
-        let collecting = peers.filter(|p| !promised(*p)).map(|p| (p, Held::Assumed(now))).collect();
-        Coordinator { collecting, queue: VecDeque::new(), transfer: None, in_grace: None }
+    pub fn after_election(
+        peers: impl Iterator<Item = ReplicaId>,
+        promised: impl Fn(ReplicaId) -> bool,
+        now: Time,
+    ) -> Coordinator {
+        let collecting = peers
+            .filter(|p| !promised(*p))
+            .map(|p| (p, Held::Assumed(now)))
+            .collect();
+        Coordinator {
+            collecting,
+            queue: VecDeque::new(),
+            transfer: None,
+            in_grace: None,
+        }
     }
 
     /// Replicas counted as collecting, the leader's own hand-off included.
@@ -119,7 +131,9 @@ impl Replica {
 
     /// Leader: the replicas it counts as collecting under its grants.
     pub fn gc_granted(&self) -> Vec<ReplicaId> {
-        self.role.as_leader().map_or_else(Vec::new, |l| l.gc.collecting.keys().copied().collect())
+        self.role
+            .as_leader()
+            .map_or_else(Vec::new, |l| l.gc.collecting.keys().copied().collect())
     }
 
     pub(super) fn on_gc_due(&mut self, headroom: u64, out: &mut Vec<Output>) {
@@ -130,8 +144,16 @@ impl Replica {
             self.emit(Action::GcDue { headroom }, out);
             return self.collect(None, out);
         }
-        self.gc.due = Some(Due { since: self.now, asked: None, not_before: self.now, granted: None });
-        out.push(Output::SetTimer { timer: Timer::Gc, at: self.now + self.cfg.gc_wait_max });
+        self.gc.due = Some(Due {
+            since: self.now,
+            asked: None,
+            not_before: self.now,
+            granted: None,
+        });
+        out.push(Output::SetTimer {
+            timer: Timer::Gc,
+            at: self.now + self.cfg.gc_wait_max,
+        });
         self.emit(Action::GcDue { headroom }, out);
         self.ask_for_gc(out);
         if matches!(self.role, RoleState::Leader(_)) {
@@ -143,17 +165,26 @@ impl Replica {
     /// and ballot (a follower that does not know its leader yet asks when
     /// it hears from one: `gc_leader_known`).
     fn ask_for_gc(&mut self, out: &mut Vec<Output>) {
-        let RoleState::Follower(f) = &self.role else { return };
-        let Some(to) = f.leader.filter(|l| *l != self.id) else { return };
+        let RoleState::Follower(f) = &self.role else {
+            return;
+        };
+        let Some(to) = f.leader.filter(|l| *l != self.id) else {
+            return;
+        };
         let ballot = self.ballot;
         let now = self.now;
-        let Some(due) = self.gc.due.as_mut() else { return };
+        let Some(due) = self.gc.due.as_mut() else {
+            return;
+        };
         if due.asked == Some((to, ballot)) || now < due.not_before || due.granted.is_some() {
             return;
         }
         due.asked = Some((to, ballot));
         self.emit(Action::RequestGc { to, ballot }, out);
-        out.push(Output::Send { to, msg: Message::GcRequest { ballot } });
+        out.push(Output::Send {
+            to,
+            msg: Message::GcRequest { ballot },
+        });
     }
 
     /// A follower heard from its leader: if due and not yet asked this
@@ -186,7 +217,10 @@ impl Replica {
         };
         self.emit(Action::GcDone, out);
         if let Some((leader, ballot)) = grant {
-            out.push(Output::Send { to: leader, msg: Message::GcDone { ballot } });
+            out.push(Output::Send {
+                to: leader,
+                msg: Message::GcDone { ballot },
+            });
         }
     }
 
@@ -198,12 +232,18 @@ impl Replica {
             // An old leader lets its clients be redirected first.
             due.granted = Some((from, ballot));
             let at = due.not_before;
-            out.push(Output::SetTimer { timer: Timer::Gc, at });
+            out.push(Output::SetTimer {
+                timer: Timer::Gc,
+                at,
+            });
         } else if self.gc.due.is_some() && self.gc.collecting.is_none() {
             self.collect(Some((from, ballot)), out);
         } else {
             // Collected already (forced), or a duplicate: free the grant.
-            out.push(Output::Send { to: from, msg: Message::GcDone { ballot } });
+            out.push(Output::Send {
+                to: from,
+                msg: Message::GcDone { ballot },
+            });
         }
     }
 
@@ -227,15 +267,26 @@ impl Replica {
         if self.now < due.since + self.cfg.gc_wait_max {
             if stale {
                 // The grace's timer replaced the deadline's: set it again.
-                out.push(Output::SetTimer { timer: Timer::Gc, at: due.since + self.cfg.gc_wait_max });
+                out.push(Output::SetTimer {
+                    timer: Timer::Gc,
+                    at: due.since + self.cfg.gc_wait_max,
+                });
             }
             // A transfer in progress checks back at each heartbeat too.
-            if self.role.as_leader().is_some_and(|l| l.gc.transfer.is_some()) {
+            if self
+                .role
+                .as_leader()
+                .is_some_and(|l| l.gc.transfer.is_some())
+            {
                 self.advance_transfer(out);
             }
             return self.ignore(Ignored::TimerNotDue);
         }
-        if self.role.as_leader().is_some_and(|l| l.gc.transfer.is_some()) {
+        if self
+            .role
+            .as_leader()
+            .is_some_and(|l| l.gc.transfer.is_some())
+        {
             self.complete_transfer(out);
         }
         self.collect(None, out);
@@ -246,7 +297,9 @@ impl Replica {
     pub(super) fn on_gc_request(&mut self, from: ReplicaId, ballot: Ballot, out: &mut Vec<Output>) {
         let budget = self.gc_budget();
         let now = self.now;
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         if l.gc.in_grace.is_some_and(|(p, _)| p == from) {
             l.gc.in_grace = None;
         }
@@ -267,19 +320,43 @@ impl Replica {
                 }
             }
         };
-        self.emit(Action::HandleGcRequest { from, ballot, granted }, out);
+        self.emit(
+            Action::HandleGcRequest {
+                from,
+                ballot,
+                granted,
+            },
+            out,
+        );
         if granted {
             self.emit(Action::GrantGc { to: from, ballot }, out);
-            out.push(Output::Send { to: from, msg: Message::GcGrant { ballot } });
+            out.push(Output::Send {
+                to: from,
+                msg: Message::GcGrant { ballot },
+            });
         }
     }
 
-    pub(super) fn on_gc_done_from(&mut self, from: ReplicaId, ballot: Ballot, out: &mut Vec<Output>) {
-        let Some(l) = self.role.as_leader_mut() else { return };
+    pub(super) fn on_gc_done_from(
+        &mut self,
+        from: ReplicaId,
+        ballot: Ballot,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         if l.gc.collecting.remove(&from).is_none() {
             return self.ignore(Ignored::GcNotGranted);
         }
-        self.emit(Action::HandleGcDone { from, ballot, expired: false }, out);
+        self.emit(
+            Action::HandleGcDone {
+                from,
+                ballot,
+                expired: false,
+            },
+            out,
+        );
         self.pump_gc_queue(out);
     }
 
@@ -287,10 +364,19 @@ impl Replica {
     /// collecting is not.
     pub(super) fn gc_heard_from(&mut self, from: ReplicaId, out: &mut Vec<Output>) {
         let ballot = self.ballot;
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         if matches!(l.gc.collecting.get(&from), Some(Held::Assumed(_))) {
             l.gc.collecting.remove(&from);
-            self.emit(Action::HandleGcDone { from, ballot, expired: true }, out);
+            self.emit(
+                Action::HandleGcDone {
+                    from,
+                    ballot,
+                    expired: true,
+                },
+                out,
+            );
             self.pump_gc_queue(out);
         }
     }
@@ -299,14 +385,27 @@ impl Replica {
     /// hand-off in progress checks whether it can complete.
     pub(super) fn gc_heartbeat(&mut self, out: &mut Vec<Output>) {
         let (now, timeout, ballot) = (self.now, self.cfg.gc_grant_timeout, self.ballot);
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         let expired: Vec<ReplicaId> =
-            l.gc.collecting.iter().filter(|(_, h)| h.since().saturating_add(timeout) <= now).map(|(p, _)| *p).collect();
+            l.gc.collecting
+                .iter()
+                .filter(|(_, h)| h.since().saturating_add(timeout) <= now)
+                .map(|(p, _)| *p)
+                .collect();
         for p in &expired {
             l.gc.collecting.remove(p);
         }
         for from in expired {
-            self.emit(Action::HandleGcDone { from, ballot, expired: true }, out);
+            self.emit(
+                Action::HandleGcDone {
+                    from,
+                    ballot,
+                    expired: true,
+                },
+                out,
+            );
         }
         self.pump_gc_queue(out);
         self.advance_transfer(out);
@@ -317,11 +416,15 @@ impl Replica {
     fn pump_gc_queue(&mut self, out: &mut Vec<Output>) {
         let (budget, now, me, ballot) = (self.gc_budget(), self.now, self.id, self.ballot);
         loop {
-            let Some(l) = self.role.as_leader_mut() else { return };
+            let Some(l) = self.role.as_leader_mut() else {
+                return;
+            };
             if l.gc.transfer.is_some() || l.gc.used() >= budget {
                 return;
             }
-            let Some(next) = l.gc.queue.pop_front() else { return };
+            let Some(next) = l.gc.queue.pop_front() else {
+                return;
+            };
             if next == me {
                 if self.gc.due.is_none() {
                     // Not due any more (`collect` leaves the queue; this
@@ -332,7 +435,10 @@ impl Replica {
             }
             l.gc.collecting.insert(next, Held::Granted(now));
             self.emit(Action::GrantGc { to: next, ballot }, out);
-            out.push(Output::Send { to: next, msg: Message::GcGrant { ballot } });
+            out.push(Output::Send {
+                to: next,
+                msg: Message::GcGrant { ballot },
+            });
         }
     }
 
@@ -346,7 +452,9 @@ impl Replica {
     /// waits in the queue (and grants no one meanwhile).
     fn leader_due(&mut self, out: &mut Vec<Output>) {
         let (budget, me) = (self.gc_budget(), self.id);
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         if l.gc.used() < budget && l.gc.queue.is_empty() {
             self.start_transfer(out);
         } else if !l.gc.queue.contains(&me) {
@@ -359,9 +467,17 @@ impl Replica {
     /// collects forced at its deadline).
     fn start_transfer(&mut self, out: &mut Vec<Output>) {
         let (now, timeout) = (self.now, self.cfg.election_timeout);
-        let grace = self.cfg.gc_handoff_grace.saturating_add(self.cfg.gc_wait_max);
-        let Some(l) = self.role.as_leader_mut() else { return };
-        let in_grace = l.gc.in_grace.filter(|(_, since)| now < since.saturating_add(grace)).map(|(p, _)| p);
+        let grace = self
+            .cfg
+            .gc_handoff_grace
+            .saturating_add(self.cfg.gc_wait_max);
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
+        let in_grace =
+            l.gc.in_grace
+                .filter(|(_, since)| now < since.saturating_add(grace))
+                .map(|(p, _)| p);
         // Not a replica collecting or waiting to (it would hand straight
         // back).
         let target = l
@@ -396,8 +512,12 @@ impl Replica {
     /// or once `gc_transfer_wait` has passed.
     pub(super) fn advance_transfer(&mut self, out: &mut Vec<Output>) {
         let (now, wait) = (self.now, self.cfg.gc_transfer_wait);
-        let Some(l) = self.role.as_leader() else { return };
-        let Some((target, since)) = l.gc.transfer else { return };
+        let Some(l) = self.role.as_leader() else {
+            return;
+        };
+        let Some((target, since)) = l.gc.transfer else {
+            return;
+        };
         let caught_up = l.votes.values().all(|v| v.ids.contains(target));
         // Eager: the promise `TimeoutNow` carries holds the slots in
         // flight, so the target's merge recovers them without the wait.
@@ -411,9 +531,17 @@ impl Replica {
     /// steps down. The old leader then asks the new one for its grant.
     fn complete_transfer(&mut self, out: &mut Vec<Output>) {
         let ballot = self.ballot;
-        let promise = if self.cfg.gc_handoff_promise { self.handoff_promise() } else { None };
-        let Some(l) = self.role.as_leader_mut() else { return };
-        let Some((to, _)) = l.gc.transfer.take() else { return };
+        let promise = if self.cfg.gc_handoff_promise {
+            self.handoff_promise()
+        } else {
+            None
+        };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
+        let Some((to, _)) = l.gc.transfer.take() else {
+            return;
+        };
         let mut pending: Vec<_> = l.pending.drain(..).collect();
         let reads = std::mem::take(&mut l.reads);
         if self.cfg.gc_handoff_eager && self.cfg.gc_handoff_promise && !self.cfg.commit_on_accept {
@@ -431,15 +559,30 @@ impl Replica {
         for req in pending {
             if self.waiting.remove(&(req.client, req.seq)) {
                 let reply = Reply::Redirect { leader: Some(to) };
-                out.push(Output::Reply { client: req.client, seq: req.seq, reply });
+                out.push(Output::Reply {
+                    client: req.client,
+                    seq: req.seq,
+                    reply,
+                });
             }
         }
         for read in reads.into_all() {
-            out.push(Output::Reply { client: read.client, seq: read.seq, reply: Reply::Redirect { leader: Some(to) } });
+            out.push(Output::Reply {
+                client: read.client,
+                seq: read.seq,
+                reply: Reply::Redirect { leader: Some(to) },
+            });
         }
         match promise {
             None => {
-                out.push(Output::Send { to, msg: Message::TimeoutNow { ballot, promised: None, entries: Vec::new() } });
+                out.push(Output::Send {
+                    to,
+                    msg: Message::TimeoutNow {
+                        ballot,
+                        promised: None,
+                        entries: Vec::new(),
+                    },
+                });
                 self.emit(Action::TransferLeadership { to, ballot }, out);
                 self.become_follower(out);
                 if let Some(f) = self.role.as_follower_mut() {
@@ -458,8 +601,19 @@ impl Replica {
                 if let Some(f) = self.role.as_follower_mut() {
                     f.leader = Some(to);
                 }
-                self.emit(Action::TransferWithPromise { to, ballot, promised }, out);
-                let msg = Message::TimeoutNow { ballot, promised: Some(promised), entries };
+                self.emit(
+                    Action::TransferWithPromise {
+                        to,
+                        ballot,
+                        promised,
+                    },
+                    out,
+                );
+                let msg = Message::TimeoutNow {
+                    ballot,
+                    promised: Some(promised),
+                    entries,
+                };
                 self.send_durable(to, msg, out);
             }
         }
@@ -540,6 +694,8 @@ impl Replica {
     /// Whether the leader is handing off (and so proposes nothing new).
     /// Public for the simulator's study, which times the hand-offs.
     pub fn handing_off(&self) -> bool {
-        self.role.as_leader().is_some_and(|l| l.gc.transfer.is_some())
+        self.role
+            .as_leader()
+            .is_some_and(|l| l.gc.transfer.is_some())
     }
 }

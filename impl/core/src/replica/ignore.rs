@@ -124,7 +124,10 @@ impl IgnoredCounts {
 
     /// The reasons counted at least once, with their counts.
     pub fn iter(&self) -> impl Iterator<Item = (Ignored, u64)> + '_ {
-        Ignored::ALL.iter().map(|r| (*r, self.get(*r))).filter(|(_, n)| *n > 0)
+        Ignored::ALL
+            .iter()
+            .map(|r| (*r, self.get(*r)))
+            .filter(|(_, n)| *n > 0)
     }
 }
 
@@ -144,7 +147,10 @@ mod tests {
         let mut c = IgnoredCounts::default();
         c.record(Ignored::StaleBallot);
         c.record(Ignored::StaleBallot);
-        assert_eq!(c.iter().collect::<Vec<_>>(), vec![(Ignored::StaleBallot, 2)]);
+        assert_eq!(
+            c.iter().collect::<Vec<_>>(),
+            vec![(Ignored::StaleBallot, 2)]
+        );
         assert_eq!(c.total(), 2);
     }
 }

@@ -54,7 +54,7 @@ use crate::trace::{Action, StateSummary, TraceEvent};
 use crate::types::{Ballot, ClientId, Instance, InstanceState, ReplicaId, Role, Seq, Slot, Time};
 
 use durability::Barrier;
-pub use ignore::{IgnoredCounts, Ignored};
+pub use ignore::{Ignored, IgnoredCounts};
 use role::RoleState;
 
 /// Whether an injected bug (`config::Bug`) is switched on. Without the
@@ -138,7 +138,12 @@ impl Replica {
             } else {
                 InstanceState::InProgress
             };
-            log.put(Instance { slot, ballot, value, state });
+            log.put(Instance {
+                slot,
+                ballot,
+                value,
+                state,
+            });
         }
         Replica {
             id,
@@ -263,7 +268,10 @@ impl Replica {
         }
         if cfg!(debug_assertions) || self.cfg.check_invariants {
             if let Err(e) = self.check_invariants() {
-                panic!("replica {} at {}: invariant violated: {e}", self.id, self.now);
+                panic!(
+                    "replica {} at {}: invariant violated: {e}",
+                    self.id, self.now
+                );
             }
         }
     }
@@ -278,7 +286,12 @@ impl Replica {
             f.last_heard = self.now;
         }
         if self.recovered {
-            self.emit(Action::Recover { sessions: self.sm.sessions_summary(self.session_bounds()) }, out);
+            self.emit(
+                Action::Recover {
+                    sessions: self.sm.sessions_summary(self.session_bounds()),
+                },
+                out,
+            );
         }
         self.arm_election(self.now, out);
     }
@@ -299,7 +312,9 @@ impl Replica {
 
     fn peers(&self) -> impl Iterator<Item = ReplicaId> {
         let me = self.id;
-        (0..self.cfg.n as u16).map(|i| i as ReplicaId).filter(move |i| *i != me)
+        (0..self.cfg.n as u16)
+            .map(|i| i as ReplicaId)
+            .filter(move |i| *i != me)
     }
 
     /// Counts an input that changed nothing, under the reason why.

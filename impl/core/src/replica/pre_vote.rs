@@ -57,11 +57,17 @@ impl Replica {
         let ballot = next_ballot(self.ballot, self.id);
         if let Some(f) = self.role.as_follower_mut() {
             f.leader = None;
-            f.pre_vote = Some(PreVoteRound { ballot, granted: VoteSet::of(self.id) });
+            f.pre_vote = Some(PreVoteRound {
+                ballot,
+                granted: VoteSet::of(self.id),
+            });
         }
         self.emit(Action::StartPreVote { ballot }, out);
         for p in self.peers().collect::<Vec<_>>() {
-            out.push(Output::Send { to: p, msg: Message::PreVote { ballot } });
+            out.push(Output::Send {
+                to: p,
+                msg: Message::PreVote { ballot },
+            });
         }
         self.arm_election(self.now, out);
         self.elect_if_pre_voted(out);
@@ -75,7 +81,8 @@ impl Replica {
             RoleState::Leader(_) => true,
             RoleState::Candidate(_) => false,
             RoleState::Follower(f) => {
-                f.leader.is_some() && self.now < f.last_heard.saturating_add(self.cfg.election_timeout)
+                f.leader.is_some()
+                    && self.now < f.last_heard.saturating_add(self.cfg.election_timeout)
             }
         }
     }
@@ -87,25 +94,53 @@ impl Replica {
         let ballot = if ok { b } else { self.ballot };
         // Sent at once: the answer changes nothing here, so nothing needs
         // to be durable first.
-        out.push(Output::Send { to: from, msg: Message::PreVoteReply { ballot, ok } });
-        self.emit(Action::HandlePreVote { from, ballot: b, ok }, out);
+        out.push(Output::Send {
+            to: from,
+            msg: Message::PreVoteReply { ballot, ok },
+        });
+        self.emit(
+            Action::HandlePreVote {
+                from,
+                ballot: b,
+                ok,
+            },
+            out,
+        );
     }
 
     /// A grant for the pre-vote round at ballot `b`.
-    pub(super) fn on_pre_vote_granted(&mut self, from: ReplicaId, b: Ballot, out: &mut Vec<Output>) {
+    pub(super) fn on_pre_vote_granted(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        out: &mut Vec<Output>,
+    ) {
         let own = self.ballot;
-        let round = self.role.as_follower_mut().and_then(|f| f.pre_vote.as_mut());
+        let round = self
+            .role
+            .as_follower_mut()
+            .and_then(|f| f.pre_vote.as_mut());
         let Some(round) = round.filter(|r| r.ballot == b && b > own) else {
             return self.ignore(Ignored::PreVoteNotCampaigning);
         };
         round.granted.insert(from);
-        self.emit(Action::HandlePreVoteReply { from, ballot: b, ok: true }, out);
+        self.emit(
+            Action::HandlePreVoteReply {
+                from,
+                ballot: b,
+                ok: true,
+            },
+            out,
+        );
         self.elect_if_pre_voted(out);
     }
 
     fn elect_if_pre_voted(&mut self, out: &mut Vec<Output>) {
         let won = match &self.role {
-            RoleState::Follower(f) => f.pre_vote.as_ref().is_some_and(|r| self.quorum.reached(&r.granted)),
+            RoleState::Follower(f) => f
+                .pre_vote
+                .as_ref()
+                .is_some_and(|r| self.quorum.reached(&r.granted)),
             _ => false,
         };
         if won {

@@ -69,23 +69,41 @@ impl ReadQueue {
 
     /// Every queued read, oldest stage first.
     pub fn into_all(self) -> impl Iterator<Item = PendingRead> {
-        self.confirmed.into_iter().chain(self.probing).chain(self.unprobed)
+        self.confirmed
+            .into_iter()
+            .chain(self.probing)
+            .chain(self.unprobed)
     }
 }
 
 impl Replica {
     /// Queues a read at the leader and starts a probe round if none runs.
-    pub(super) fn queue_read(&mut self, client: ClientId, seq: Seq, key: Bytes, out: &mut Vec<Output>) {
+    pub(super) fn queue_read(
+        &mut self,
+        client: ClientId,
+        seq: Seq,
+        key: Bytes,
+        out: &mut Vec<Output>,
+    ) {
         let le = self.sm.last_executed;
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         let index = le.max(l.replay_top);
-        l.reads.unprobed.push(PendingRead { index, client, seq, key });
+        l.reads.unprobed.push(PendingRead {
+            index,
+            client,
+            seq,
+            key,
+        });
         self.maybe_probe(out);
     }
 
     fn maybe_probe(&mut self, out: &mut Vec<Output>) {
         let (me, now, ballot) = (self.id, self.now, self.ballot);
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         if l.reads.inflight.is_some() || l.reads.unprobed.is_empty() {
             return;
         }
@@ -100,9 +118,16 @@ impl Replica {
         self.last_probe += 1;
         let id = self.last_probe;
         l.reads.probing = std::mem::take(&mut l.reads.unprobed);
-        l.reads.inflight = Some(Probe { id, acks, sent: now });
+        l.reads.inflight = Some(Probe {
+            id,
+            acks,
+            sent: now,
+        });
         for p in self.peers() {
-            out.push(Output::Send { to: p, msg: Message::ReadProbe { ballot, id } });
+            out.push(Output::Send {
+                to: p,
+                msg: Message::ReadProbe { ballot, id },
+            });
         }
     }
 
@@ -110,7 +135,9 @@ impl Replica {
     /// one unanswered for a heartbeat interval is replaced by a new one.
     pub(super) fn reprobe_if_lost(&mut self, out: &mut Vec<Output>) {
         let (now, interval) = (self.now, self.cfg.heartbeat_interval);
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         let Some(p) = l.reads.inflight else { return };
         if p.sent.saturating_add(interval) > now {
             return;
@@ -125,9 +152,18 @@ impl Replica {
     /// At an acceptor in any role. Exempt from the ballot rule: a probe
     /// changes no state, not even the ballot (the heartbeats and accepts of
     /// `b` update it).
-    pub(super) fn on_read_probe(&mut self, from: ReplicaId, b: Ballot, id: u64, out: &mut Vec<Output>) {
+    pub(super) fn on_read_probe(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        id: u64,
+        out: &mut Vec<Output>,
+    ) {
         if b >= self.ballot {
-            out.push(Output::Send { to: from, msg: Message::ReadProbeAck { ballot: b, id } });
+            out.push(Output::Send {
+                to: from,
+                msg: Message::ReadProbeAck { ballot: b, id },
+            });
         } else {
             self.ignore(Ignored::ProbeBelowBallot);
         }
@@ -155,11 +191,19 @@ impl Replica {
     /// Answers the confirmed reads whose index is executed.
     pub(super) fn serve_reads(&mut self, out: &mut Vec<Output>) {
         let le = self.sm.last_executed;
-        let Some(l) = self.role.as_leader_mut() else { return };
+        let Some(l) = self.role.as_leader_mut() else {
+            return;
+        };
         while l.reads.confirmed.front().is_some_and(|r| r.index <= le) {
-            let Some(r) = l.reads.confirmed.pop_front() else { break };
+            let Some(r) = l.reads.confirmed.pop_front() else {
+                break;
+            };
             let reply = Reply::Value(self.sm.kv.get(&r.key).cloned());
-            out.push(Output::Reply { client: r.client, seq: r.seq, reply });
+            out.push(Output::Reply {
+                client: r.client,
+                seq: r.seq,
+                reply,
+            });
         }
     }
 }

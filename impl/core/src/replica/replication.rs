@@ -31,7 +31,11 @@ impl Replica {
         // Seq 0 is reserved for `Register` (`Request::malformed`): refused
         // here, never proposed.
         if req.malformed().is_some() {
-            out.push(Output::Reply { client, seq, reply: Reply::Malformed });
+            out.push(Output::Reply {
+                client,
+                seq,
+                reply: Reply::Malformed,
+            });
             return;
         }
         // A replica that serves registered clients only refuses any other
@@ -42,7 +46,11 @@ impl Replica {
         // the log (below), so a read-only client need not register.
         let unregistered = self.cfg.registered_clients_only && !is_registered_id(client);
         if unregistered && !matches!(req.op, Op::Register | Op::Get { .. }) {
-            out.push(Output::Reply { client, seq, reply: Reply::UnknownClient });
+            out.push(Output::Reply {
+                client,
+                seq,
+                reply: Reply::UnknownClient,
+            });
             return;
         }
         // The negative control answers reads from the local state on any
@@ -63,7 +71,11 @@ impl Replica {
         }
         let Some(l) = self.role.as_leader() else {
             let leader = self.leader().filter(|l| *l != self.id);
-            out.push(Output::Reply { client, seq, reply: Reply::Redirect { leader } });
+            out.push(Output::Reply {
+                client,
+                seq,
+                reply: Reply::Redirect { leader },
+            });
             return;
         };
         let flagged = retry && !injected!(self.cfg, IgnoreRetryFlag);
@@ -73,11 +85,20 @@ impl Replica {
         // read under registered-only serving: it has no session to look up,
         // and once legacy tombstones were forgotten (a table from before
         // the switch) the legacy rule would call its second read expired.
-        let session = if unregistered { None } else { self.sm.lookup(client, seq, flagged) };
+        let session = if unregistered {
+            None
+        } else {
+            self.sm.lookup(client, seq, flagged)
+        };
         if let Some(outcome) = session {
-            let no_expiry = injected!(self.cfg, RegisteredNoExpiry) && crate::sessions::is_registered_id(client);
+            let no_expiry = injected!(self.cfg, RegisteredNoExpiry)
+                && crate::sessions::is_registered_id(client);
             if !(no_expiry && outcome == Outcome::Expired) {
-                out.push(Output::Reply { client, seq, reply: outcome.reply() });
+                out.push(Output::Reply {
+                    client,
+                    seq,
+                    reply: outcome.reply(),
+                });
                 return;
             }
         }
@@ -87,7 +108,11 @@ impl Replica {
             return;
         }
         if l.pending.len() + l.reads.len() >= self.cfg.max_pending {
-            out.push(Output::Reply { client, seq, reply: Reply::Busy });
+            out.push(Output::Reply {
+                client,
+                seq,
+                reply: Reply::Busy,
+            });
             return;
         }
         // A read of a client without a session goes through the log once
@@ -99,7 +124,12 @@ impl Replica {
             if !read_in_log {
                 return self.queue_read(client, seq, key, out);
             }
-            let req = Request { client, seq, op: Op::Get { key }, retry };
+            let req = Request {
+                client,
+                seq,
+                op: Op::Get { key },
+                retry,
+            };
             if let Some(l) = self.role.as_leader_mut() {
                 l.queued.insert((client, seq));
                 l.pending.push_back(req);
@@ -125,7 +155,9 @@ impl Replica {
             return;
         }
         loop {
-            let Some(l) = self.role.as_leader_mut() else { return };
+            let Some(l) = self.role.as_leader_mut() else {
+                return;
+            };
             if l.votes.len() >= window || l.pending.is_empty() {
                 return;
             }
@@ -135,19 +167,46 @@ impl Replica {
             let slot = self.log.last_index() + 1;
             let ballot = self.ballot;
             let committed = self.cfg.commit_on_accept.then_some(self.sm.last_executed);
-            l.votes.insert(slot, Votes { ids: VoteSet::default(), sent: self.now });
+            l.votes.insert(
+                slot,
+                Votes {
+                    ids: VoteSet::default(),
+                    sent: self.now,
+                },
+            );
             self.log.put(crate::types::Instance {
                 slot,
                 ballot,
                 value: value.clone(),
                 state: InstanceState::InProgress,
             });
-            self.persist(vec![Record::Accept { slot, ballot, value: value.clone() }], out);
+            self.persist(
+                vec![Record::Accept {
+                    slot,
+                    ballot,
+                    value: value.clone(),
+                }],
+                out,
+            );
             if self.cfg.trace {
-                self.emit(Action::Propose { slot, value: value_ids(&value) }, out);
+                self.emit(
+                    Action::Propose {
+                        slot,
+                        value: value_ids(&value),
+                    },
+                    out,
+                );
             }
             for p in self.peers().collect::<Vec<_>>() {
-                out.push(Output::Send { to: p, msg: Message::Accept { ballot, slot, value: value.clone(), committed } });
+                out.push(Output::Send {
+                    to: p,
+                    msg: Message::Accept {
+                        ballot,
+                        slot,
+                        value: value.clone(),
+                        committed,
+                    },
+                });
             }
             self.after_persist(Deferred::SelfVote { ballot, slot }, out);
         }
@@ -176,7 +235,11 @@ impl Replica {
         }
         let keep = slot <= self.sm.last_executed
             || self.log.get(slot).is_some_and(|i| i.state.is_committed());
-        let trace_value = if self.cfg.trace { value_ids(&value) } else { None };
+        let trace_value = if self.cfg.trace {
+            value_ids(&value)
+        } else {
+            None
+        };
         if !keep {
             self.log.put(crate::types::Instance {
                 slot,
@@ -184,28 +247,81 @@ impl Replica {
                 value: value.clone(),
                 state: InstanceState::InProgress,
             });
-            self.persist(vec![Record::Accept { slot, ballot: b, value }], out);
+            self.persist(
+                vec![Record::Accept {
+                    slot,
+                    ballot: b,
+                    value,
+                }],
+                out,
+            );
         }
-        self.send_durable(from, Message::Accepted { ballot: b, slot, ok: true }, out);
-        self.emit(Action::HandleAccept { from, ballot: b, slot, ok: true, value: trace_value }, out);
+        self.send_durable(
+            from,
+            Message::Accepted {
+                ballot: b,
+                slot,
+                ok: true,
+            },
+            out,
+        );
+        self.emit(
+            Action::HandleAccept {
+                from,
+                ballot: b,
+                slot,
+                ok: true,
+                value: trace_value,
+            },
+            out,
+        );
         if let Some(lle) = committed {
             self.learn_commit(from, b, slot, lle, out);
         }
     }
 
     /// The answer to an `Accept` below this acceptor's ballot.
-    pub(super) fn reject_accept(&mut self, from: ReplicaId, b: Ballot, slot: Slot, value: &Value, out: &mut Vec<Output>) {
-        let msg = Message::Accepted { ballot: self.ballot, slot, ok: false };
+    pub(super) fn reject_accept(
+        &mut self,
+        from: ReplicaId,
+        b: Ballot,
+        slot: Slot,
+        value: &Value,
+        out: &mut Vec<Output>,
+    ) {
+        let msg = Message::Accepted {
+            ballot: self.ballot,
+            slot,
+            ok: false,
+        };
         out.push(Output::Send { to: from, msg });
         if self.cfg.trace {
-            self.emit(Action::HandleAccept { from, ballot: b, slot, ok: false, value: value_ids(value) }, out);
+            self.emit(
+                Action::HandleAccept {
+                    from,
+                    ballot: b,
+                    slot,
+                    ok: false,
+                    value: value_ids(value),
+                },
+                out,
+            );
         }
     }
 
     /// An acceptance of this leader's current ballot.
     pub(super) fn on_accepted(&mut self, from: ReplicaId, slot: Slot, out: &mut Vec<Output>) {
         let committed = self.add_vote(from, slot);
-        self.emit(Action::HandleAccepted { from, ballot: self.ballot, slot, ok: true, committed }, out);
+        self.emit(
+            Action::HandleAccepted {
+                from,
+                ballot: self.ballot,
+                slot,
+                ok: true,
+                committed,
+            },
+            out,
+        );
         if committed {
             self.after_commit(out);
         } else {
@@ -217,8 +333,12 @@ impl Replica {
     /// slot that is not waiting (committed already, or never proposed by
     /// this leader) changes nothing.
     pub(super) fn add_vote(&mut self, id: ReplicaId, slot: Slot) -> bool {
-        let Some(l) = self.role.as_leader_mut() else { return false };
-        let Some(v) = l.votes.get_mut(&slot) else { return false };
+        let Some(l) = self.role.as_leader_mut() else {
+            return false;
+        };
+        let Some(v) = l.votes.get_mut(&slot) else {
+            return false;
+        };
         v.ids.insert(id);
         let enough = self.quorum.reached(&v.ids)
             || (injected!(self.cfg, CommitWithoutMajority) && v.ids.contains(self.id));
@@ -244,16 +364,28 @@ impl Replica {
         // was proposed with; heartbeats carry the newer one.
         let committed = None;
         let due = self.cfg.heartbeat_interval;
-        let RoleState::Leader(l) = &mut self.role else { return };
+        let RoleState::Leader(l) = &mut self.role else {
+            return;
+        };
         for (slot, v) in l.votes.iter_mut().take(self.cfg.catchup_max.max(1)) {
             if v.sent.saturating_add(due) > now {
                 continue;
             }
             // Every voted slot holds this leader's instance (an invariant).
-            let Some(inst) = self.log.get(*slot) else { continue };
+            let Some(inst) = self.log.get(*slot) else {
+                continue;
+            };
             v.sent = now;
-            for p in (0..n as u16).map(|i| i as ReplicaId).filter(|p| *p != me && !v.ids.contains(*p)) {
-                let msg = Message::Accept { ballot, slot: *slot, value: inst.value.clone(), committed };
+            for p in (0..n as u16)
+                .map(|i| i as ReplicaId)
+                .filter(|p| *p != me && !v.ids.contains(*p))
+            {
+                let msg = Message::Accept {
+                    ballot,
+                    slot: *slot,
+                    value: inst.value.clone(),
+                    committed,
+                };
                 out.push(Output::Send { to: p, msg });
             }
         }

@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::io::{Output, Record};
 use crate::quorum::VoteSet;
 use crate::trace::Action;
-use crate::types::{ballot_owner, Ballot, ClientId, ReplicaId, Reply, Request, Role, Seq, Slot, Time};
+use crate::types::{
+    ballot_owner, Ballot, ClientId, ReplicaId, Reply, Request, Role, Seq, Slot, Time,
+};
 
 use super::election::PromiseData;
 use super::reads::ReadQueue;
@@ -81,7 +83,11 @@ pub(super) enum RoleState {
 
 impl RoleState {
     pub fn follower(leader: Option<ReplicaId>, now: Time) -> RoleState {
-        RoleState::Follower(FollowerState { leader, last_heard: now, pre_vote: None })
+        RoleState::Follower(FollowerState {
+            leader,
+            last_heard: now,
+            pre_vote: None,
+        })
     }
 
     pub fn kind(&self) -> Role {
@@ -143,7 +149,11 @@ impl Replica {
     pub(super) fn redirect_held(&mut self, held: &[Request], out: &mut Vec<Output>) {
         let leader = Some(ballot_owner(self.ballot)).filter(|l| *l != self.id);
         for req in held {
-            out.push(Output::Reply { client: req.client, seq: req.seq, reply: Reply::Redirect { leader } });
+            out.push(Output::Reply {
+                client: req.client,
+                seq: req.seq,
+                reply: Reply::Redirect { leader },
+            });
         }
     }
 
@@ -167,7 +177,11 @@ impl Replica {
                 }
             }
             for read in l.reads.into_all() {
-                out.push(Output::Reply { client: read.client, seq: read.seq, reply: Reply::Redirect { leader } });
+                out.push(Output::Reply {
+                    client: read.client,
+                    seq: read.seq,
+                    reply: Reply::Redirect { leader },
+                });
             }
         }
         self.arm_election(self.now, out);

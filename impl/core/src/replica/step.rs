@@ -48,7 +48,10 @@ impl Replica {
         }
         match msg {
             // Requests from a would-be or current leader.
-            Message::Prepare { ballot, last_executed } => {
+            Message::Prepare {
+                ballot,
+                last_executed,
+            } => {
                 // A repeated Prepare of the candidate we promised gets the
                 // same promise again; any other needs a higher ballot.
                 let repeat = ballot == self.ballot && ballot_owner(ballot) == from;
@@ -59,7 +62,12 @@ impl Replica {
                     Verdict::Follow => self.on_prepare(from, ballot, last_executed, out),
                 }
             }
-            Message::Accept { ballot, slot, value, committed } => {
+            Message::Accept {
+                ballot,
+                slot,
+                value,
+                committed,
+            } => {
                 let stale = ballot < self.ballot && !injected!(self.cfg, AcceptLowerBallot);
                 let in_range = slot > Slot::ZERO && slot <= self.sm.last_executed + MAX_SLOTS_AHEAD;
                 match self.ballot_rule(ballot, stale, in_range, out) {
@@ -68,20 +76,28 @@ impl Replica {
                     Verdict::Follow => self.on_accept(from, ballot, slot, value, committed, out),
                 }
             }
-            Message::Heartbeat { ballot, last_executed, global_last_executed } => {
-                match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
-                    Verdict::Stale => self.reject_heartbeat(from, ballot, last_executed, global_last_executed, out),
-                    Verdict::Ignored => {}
-                    Verdict::Follow => self.on_heartbeat(from, ballot, last_executed, global_last_executed, out),
+            Message::Heartbeat {
+                ballot,
+                last_executed,
+                global_last_executed,
+            } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
+                Verdict::Stale => {
+                    self.reject_heartbeat(from, ballot, last_executed, global_last_executed, out)
                 }
-            }
+                Verdict::Ignored => {}
+                Verdict::Follow => {
+                    self.on_heartbeat(from, ballot, last_executed, global_last_executed, out)
+                }
+            },
             // No rejection reply: the deposed leader learns our ballot from
             // the answers to its heartbeats.
-            Message::CatchUp { ballot, entries } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
-                Verdict::Stale => self.ignore(Ignored::StaleBallot),
-                Verdict::Ignored => {}
-                Verdict::Follow => self.on_catch_up(from, ballot, entries, out),
-            },
+            Message::CatchUp { ballot, entries } => {
+                match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
+                    Verdict::Stale => self.ignore(Ignored::StaleBallot),
+                    Verdict::Ignored => {}
+                    Verdict::Follow => self.on_catch_up(from, ballot, entries, out),
+                }
+            }
             Message::InstallSnapshot { ballot, snapshot } => {
                 match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
                     Verdict::Stale => self.ignore(Ignored::StaleBallot),
@@ -91,20 +107,53 @@ impl Replica {
             }
 
             // Rejections of our requests.
-            Message::Promise { ballot, ok: false, .. } => {
-                self.on_rejection(ballot, Action::HandlePromise { from, ballot, ok: false }, out)
-            }
-            Message::Accepted { ballot, slot, ok: false } => {
-                let action = Action::HandleAccepted { from, ballot, slot, ok: false, committed: false };
+            Message::Promise {
+                ballot, ok: false, ..
+            } => self.on_rejection(
+                ballot,
+                Action::HandlePromise {
+                    from,
+                    ballot,
+                    ok: false,
+                },
+                out,
+            ),
+            Message::Accepted {
+                ballot,
+                slot,
+                ok: false,
+            } => {
+                let action = Action::HandleAccepted {
+                    from,
+                    ballot,
+                    slot,
+                    ok: false,
+                    committed: false,
+                };
                 self.on_rejection(ballot, action, out)
             }
-            Message::HeartbeatReply { ballot, ok: false, last_executed, .. } => {
-                let action = Action::HandleHeartbeatReply { from, ballot, ok: false, last_executed };
+            Message::HeartbeatReply {
+                ballot,
+                ok: false,
+                last_executed,
+                ..
+            } => {
+                let action = Action::HandleHeartbeatReply {
+                    from,
+                    ballot,
+                    ok: false,
+                    last_executed,
+                };
                 self.on_rejection(ballot, action, out)
             }
 
             // Acceptances of our requests.
-            Message::Promise { ballot, entries, snapshot, .. } => {
+            Message::Promise {
+                ballot,
+                entries,
+                snapshot,
+                ..
+            } => {
                 if self.answer_counts(ballot, Role::Candidate) {
                     self.on_promise(from, entries, snapshot, out)
                 }
@@ -114,7 +163,12 @@ impl Replica {
                     self.on_accepted(from, slot, out)
                 }
             }
-            Message::HeartbeatReply { ballot, last_executed, leader_last_executed, .. } => {
+            Message::HeartbeatReply {
+                ballot,
+                last_executed,
+                leader_last_executed,
+                ..
+            } => {
                 if self.answer_counts(ballot, Role::Leader) {
                     self.on_heartbeat_reply(from, last_executed, leader_last_executed, out)
                 }
@@ -128,18 +182,22 @@ impl Replica {
             // GC coordination: a grant and a hand-off are requests of the
             // leader at its ballot; a follower's request and its "done" are
             // answers that count at the leader's current ballot only.
-            Message::GcGrant { ballot } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
-                Verdict::Stale => self.ignore(Ignored::StaleBallot),
-                Verdict::Ignored => {}
-                Verdict::Follow => self.on_gc_grant(from, ballot, out),
-            },
-            Message::TimeoutNow { ballot, promised, entries } => {
+            Message::GcGrant { ballot } => {
                 match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
                     Verdict::Stale => self.ignore(Ignored::StaleBallot),
                     Verdict::Ignored => {}
-                    Verdict::Follow => self.on_timeout_now(from, ballot, promised, entries, out),
+                    Verdict::Follow => self.on_gc_grant(from, ballot, out),
                 }
             }
+            Message::TimeoutNow {
+                ballot,
+                promised,
+                entries,
+            } => match self.ballot_rule(ballot, ballot < self.ballot, true, out) {
+                Verdict::Stale => self.ignore(Ignored::StaleBallot),
+                Verdict::Ignored => {}
+                Verdict::Follow => self.on_timeout_now(from, ballot, promised, entries, out),
+            },
             Message::GcRequest { ballot } => {
                 if self.answer_counts(ballot, Role::Leader) {
                     self.on_gc_request(from, ballot, out)
@@ -153,10 +211,18 @@ impl Replica {
 
             // Pre-vote: the request is exempt (its ballot is one the sender
             // has not raised to); a refusal carries the refuser's ballot.
-            Message::PreVoteReply { ballot, ok: false } => {
-                self.on_rejection(ballot, Action::HandlePreVoteReply { from, ballot, ok: false }, out)
+            Message::PreVoteReply { ballot, ok: false } => self.on_rejection(
+                ballot,
+                Action::HandlePreVoteReply {
+                    from,
+                    ballot,
+                    ok: false,
+                },
+                out,
+            ),
+            Message::PreVoteReply { ballot, ok: true } => {
+                self.on_pre_vote_granted(from, ballot, out)
             }
-            Message::PreVoteReply { ballot, ok: true } => self.on_pre_vote_granted(from, ballot, out),
 
             // Exempt from the ballot rule.
             Message::ReadProbe { ballot, id } => self.on_read_probe(from, ballot, id, out),
@@ -168,7 +234,13 @@ impl Replica {
     /// rejected; a malformed one ignored whatever its ballot; a higher one
     /// adopted (persisted, stepping down). What a follower may then handle
     /// is at exactly our ballot.
-    fn ballot_rule(&mut self, b: Ballot, stale: bool, well_formed: bool, out: &mut Vec<Output>) -> Verdict {
+    fn ballot_rule(
+        &mut self,
+        b: Ballot,
+        stale: bool,
+        well_formed: bool,
+        out: &mut Vec<Output>,
+    ) -> Verdict {
         if stale {
             return Verdict::Stale;
         }

@@ -49,11 +49,24 @@ pub fn test_config(n: usize) -> Config {
 }
 
 pub fn put(client: u64, seq: u64, k: &str, v: &str) -> Request {
-    Request::new(client, seq, Op::Put { key: k.to_owned().into(), value: v.to_owned().into() })
+    Request::new(
+        client,
+        seq,
+        Op::Put {
+            key: k.to_owned().into(),
+            value: v.to_owned().into(),
+        },
+    )
 }
 
 pub fn get(client: u64, seq: u64, k: &str) -> Request {
-    Request::new(client, seq, Op::Get { key: k.to_owned().into() })
+    Request::new(
+        client,
+        seq,
+        Op::Get {
+            key: k.to_owned().into(),
+        },
+    )
 }
 
 #[derive(Clone, Debug)]
@@ -170,7 +183,13 @@ impl Cluster {
                 .flat_map(|r| std::iter::repeat_n(*r, (after.get(*r) - before.get(*r)) as usize))
                 .collect();
             let (time, outputs) = (self.now, out.clone());
-            self.steps.push(StepRecord { id, time, input, outputs, ignored });
+            self.steps.push(StepRecord {
+                id,
+                time,
+                input,
+                outputs,
+                ignored,
+            });
         } else {
             node.replica.handle(self.now, input, &mut out);
         }
@@ -217,7 +236,10 @@ impl Cluster {
         let node = &mut self.nodes[id as usize];
         let b = node.replica.ballot();
         if b < node.max_ballot_seen {
-            self.violations.push(format!("replica {id} ballot went from {} to {b}", node.max_ballot_seen));
+            self.violations.push(format!(
+                "replica {id} ballot went from {} to {b}",
+                node.max_ballot_seen
+            ));
         }
         node.max_ballot_seen = node.max_ballot_seen.max(b);
         let le = node.replica.last_executed();
@@ -226,9 +248,9 @@ impl Cluster {
             None => {
                 self.digests.insert(le, d);
             }
-            Some(d0) if *d0 != d => self
-                .violations
-                .push(format!("replica {id} executed prefix up to {le} differs (digest {d:x} vs {d0:x})")),
+            Some(d0) if *d0 != d => self.violations.push(format!(
+                "replica {id} executed prefix up to {le} differs (digest {d:x} vs {d0:x})"
+            )),
             _ => {}
         }
     }
@@ -259,8 +281,18 @@ impl Cluster {
             return;
         }
         let i = i % self.net.len();
-        let m = if duplicate { self.net[i].clone() } else { self.net.remove(i) };
-        self.input(m.to, Input::Message { from: m.from, msg: m.msg });
+        let m = if duplicate {
+            self.net[i].clone()
+        } else {
+            self.net.remove(i)
+        };
+        self.input(
+            m.to,
+            Input::Message {
+                from: m.from,
+                msg: m.msg,
+            },
+        );
     }
 
     pub fn drop_msg(&mut self, i: usize) {
@@ -336,8 +368,12 @@ impl Cluster {
         for r in node.synced.iter().cloned() {
             durable.apply(r);
         }
-        node.replica =
-            Replica::recover(id, self.cfg.clone(), durable, rng(self.seed * 7919 + self.now));
+        node.replica = Replica::recover(
+            id,
+            self.cfg.clone(),
+            durable,
+            rng(self.seed * 7919 + self.now),
+        );
         node.up = true;
         self.input(id, Input::Start);
     }
@@ -376,6 +412,10 @@ impl Cluster {
     }
 
     pub fn actions_of(&self, id: ReplicaId) -> Vec<&Action> {
-        self.trace.iter().filter(|e| e.replica == id).map(|e| &e.action).collect()
+        self.trace
+            .iter()
+            .filter(|e| e.replica == id)
+            .map(|e| &e.action)
+            .collect()
     }
 }

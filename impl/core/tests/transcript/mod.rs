@@ -68,7 +68,12 @@ fn parse_file(text: &str) -> Result<Vec<Chunk>, String> {
         }
         match lines.next() {
             Some((_, "----")) => {}
-            _ => return Err(format!("line {}: command '{line}' is not followed by ----", n + 1)),
+            _ => {
+                return Err(format!(
+                    "line {}: command '{line}' is not followed by ----",
+                    n + 1
+                ))
+            }
         }
         let mut expected = String::new();
         while let Some((_, l)) = lines.peek() {
@@ -79,7 +84,10 @@ fn parse_file(text: &str) -> Result<Vec<Chunk>, String> {
             expected.push('\n');
             lines.next();
         }
-        chunks.push(Chunk::Case { command: line.to_owned(), expected });
+        chunks.push(Chunk::Case {
+            command: line.to_owned(),
+            expected,
+        });
     }
     Ok(chunks)
 }
@@ -131,7 +139,9 @@ fn duration(s: &str) -> Result<Time, String> {
     } else {
         (s, 1)
     };
-    num.parse::<Time>().map(|n| n * scale).map_err(|_| format!("'{s}' is not a duration"))
+    num.parse::<Time>()
+        .map(|n| n * scale)
+        .map_err(|_| format!("'{s}' is not a duration"))
 }
 
 fn number<T: std::str::FromStr>(s: &str) -> Result<T, String> {
@@ -140,7 +150,9 @@ fn number<T: std::str::FromStr>(s: &str) -> Result<T, String> {
 
 /// `A->B`.
 fn link(s: &str) -> Result<(ReplicaId, ReplicaId), String> {
-    let (a, b) = s.split_once("->").ok_or_else(|| format!("expected A->B, got '{s}'"))?;
+    let (a, b) = s
+        .split_once("->")
+        .ok_or_else(|| format!("expected A->B, got '{s}'"))?;
     Ok((number(a)?, number(b)?))
 }
 
@@ -186,7 +198,9 @@ impl Interp {
     }
 
     fn cluster(&mut self) -> Result<&mut Cluster, String> {
-        self.cluster.as_mut().ok_or_else(|| "no cluster yet: start with 'cluster n=3'".to_owned())
+        self.cluster
+            .as_mut()
+            .ok_or_else(|| "no cluster yet: start with 'cluster n=3'".to_owned())
     }
 
     fn replica(&mut self, s: &str) -> Result<ReplicaId, String> {
@@ -221,7 +235,9 @@ impl Interp {
                 self.cluster()?.advance_only(only, dt);
             }
             "fire" => {
-                let [id, t] = args else { return Err("fire ID election|heartbeat".to_owned()) };
+                let [id, t] = args else {
+                    return Err("fire ID election|heartbeat".to_owned());
+                };
                 let id = self.replica(id)?;
                 let timer = match *t {
                     "election" => Timer::Election,
@@ -251,7 +267,9 @@ impl Interp {
                 }
             }
             "cut" => {
-                let [l] = args else { return Err("cut A->B|A-B".to_owned()) };
+                let [l] = args else {
+                    return Err("cut A->B|A-B".to_owned());
+                };
                 let (a, b, both) = match l.split_once('-') {
                     Some((a, b)) if !b.starts_with('>') => (number(a)?, number(b)?, true),
                     _ => {
@@ -328,7 +346,9 @@ impl Interp {
         let mut seed = 0;
         let mut sets = Vec::new();
         for a in args {
-            let (k, v) = a.split_once('=').ok_or_else(|| format!("expected key=value, got '{a}'"))?;
+            let (k, v) = a
+                .split_once('=')
+                .ok_or_else(|| format!("expected key=value, got '{a}'"))?;
             match k {
                 "n" => n = number(v)?,
                 "seed" => seed = number(v)?,
@@ -375,7 +395,11 @@ impl Interp {
             [w, n] => (*w, number(n)?),
             _ => return Err("deliver [A->B|all] [N]".to_owned()),
         };
-        let filter = if which == "all" { None } else { Some(link(which)?) };
+        let filter = if which == "all" {
+            None
+        } else {
+            Some(link(which)?)
+        };
         let c = self.cluster()?;
         // Only what is queued now: the answers these deliveries produce
         // wait for the next command.
@@ -411,7 +435,8 @@ impl Interp {
                 let id: ReplicaId = number(id)?;
                 let token: u64 = number(t.strip_prefix("token=").ok_or("sync ID token=N")?)?;
                 let node = c.nodes.get_mut(id as usize).ok_or("no such replica")?;
-                let (done, kept): (Vec<_>, Vec<_>) = node.unsynced.drain(..).partition(|(t, _)| *t <= token);
+                let (done, kept): (Vec<_>, Vec<_>) =
+                    node.unsynced.drain(..).partition(|(t, _)| *t <= token);
                 node.unsynced = kept;
                 node.synced.extend(done.into_iter().flat_map(|(_, r)| r));
                 c.input(id, Input::Persisted { token });
@@ -442,7 +467,11 @@ impl Interp {
             );
             if shown {
                 let action = match &ev.action {
-                    Action::BecomeLeader { ballot, merged_from, .. } => {
+                    Action::BecomeLeader {
+                        ballot,
+                        merged_from,
+                        ..
+                    } => {
                         format!("BecomeLeader {{ ballot: {ballot}, merged_from: {merged_from:?} }}")
                     }
                     a => format!("{a:?}"),
@@ -499,7 +528,10 @@ impl Interp {
         }
         self.run_quietly(|c| {
             for i in 1..=puts {
-                c.input(id, Input::Request(crate::common::put(client + i, 1, &format!("k{i}"), "v")));
+                c.input(
+                    id,
+                    Input::Request(crate::common::put(client + i, 1, &format!("k{i}"), "v")),
+                );
                 c.run_fair(every);
             }
         })
@@ -514,7 +546,10 @@ impl Interp {
         };
         let mut out = String::new();
         for id in ids {
-            let node = c.nodes.get(id as usize).ok_or_else(|| format!("no replica {id}"))?;
+            let node = c
+                .nodes
+                .get(id as usize)
+                .ok_or_else(|| format!("no replica {id}"))?;
             let r = &node.replica;
             if !node.up {
                 let _ = writeln!(out, "{id}: down");
@@ -569,10 +604,20 @@ impl Interp {
         let sm = self.cluster()?.nodes[id as usize].replica.state_machine();
         let mut out = format!("last_executed={}\n", sm.last_executed);
         for (k, v) in &sm.kv {
-            let _ = writeln!(out, "{}={}", String::from_utf8_lossy(k), String::from_utf8_lossy(v));
+            let _ = writeln!(
+                out,
+                "{}={}",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(v)
+            );
         }
         for (client, s) in sm.sessions.iter() {
-            let _ = writeln!(out, "session {client}: seq={} {}", s.seq, syntax::reply(&s.reply));
+            let _ = writeln!(
+                out,
+                "session {client}: seq={} {}",
+                s.seq,
+                syntax::reply(&s.reply)
+            );
         }
         Ok(out)
     }

@@ -24,7 +24,12 @@ pub fn op(o: &Op) -> String {
         Op::Put { key, value } => format!("put {} {}", text(key), text(value)),
         Op::Del { key } => format!("del {}", text(key)),
         Op::Cas { key, from, to } => {
-            format!("cas {} {} {}", text(key), from.as_ref().map_or("-".to_owned(), text), text(to))
+            format!(
+                "cas {} {} {}",
+                text(key),
+                from.as_ref().map_or("-".to_owned(), text),
+                text(to)
+            )
         }
         Op::Register => "register".to_owned(),
     }
@@ -52,11 +57,20 @@ fn state(s: InstanceState) -> &'static str {
 }
 
 pub fn instance(i: &Instance) -> String {
-    format!("{}@{} {} {}", i.slot, i.ballot, state(i.state), value(&i.value))
+    format!(
+        "{}@{} {} {}",
+        i.slot,
+        i.ballot,
+        state(i.state),
+        value(&i.value)
+    )
 }
 
 fn instances(v: &[Instance]) -> String {
-    format!("[{}]", v.iter().map(instance).collect::<Vec<_>>().join(", "))
+    format!(
+        "[{}]",
+        v.iter().map(instance).collect::<Vec<_>>().join(", ")
+    )
 }
 
 pub fn snapshot(s: &Snapshot) -> String {
@@ -114,8 +128,15 @@ pub fn message(m: &Message) -> String {
 pub fn record(r: &Record) -> String {
     match r {
         Record::Ballot(b) => format!("Ballot {b}"),
-        Record::Accept { slot, ballot, value: v } => format!("Accept slot={slot} ballot={ballot} value={}", value(v)),
-        Record::Snapshot { trimmed, snapshot: s } => format!("Snapshot trimmed={trimmed} {}", snapshot(s)),
+        Record::Accept {
+            slot,
+            ballot,
+            value: v,
+        } => format!("Accept slot={slot} ballot={ballot} value={}", value(v)),
+        Record::Snapshot {
+            trimmed,
+            snapshot: s,
+        } => format!("Snapshot trimmed={trimmed} {}", snapshot(s)),
     }
 }
 
@@ -125,7 +146,10 @@ pub fn reply(r: &Reply) -> String {
         Reply::Value(None) => "value none".to_owned(),
         Reply::Done => "done".to_owned(),
         Reply::Cas { ok, current } => {
-            format!("cas ok={ok} current={}", current.as_ref().map_or("none".to_owned(), text))
+            format!(
+                "cas ok={ok} current={}",
+                current.as_ref().map_or("none".to_owned(), text)
+            )
         }
         Reply::Redirect { leader: Some(l) } => format!("redirect leader={l}"),
         Reply::Redirect { leader: None } => "redirect leader=none".to_owned(),
@@ -152,9 +176,16 @@ pub fn output(id: ReplicaId, o: &Output) -> String {
         Output::Send { to, msg } => format!("{id}->{to} {}", message(msg)),
         Output::SetTimer { timer: t, at } => format!("timer {} at {at}", timer(*t)),
         Output::Persist { token, records } => {
-            format!("persist {token}: {}", records.iter().map(record).collect::<Vec<_>>().join("; "))
+            format!(
+                "persist {token}: {}",
+                records.iter().map(record).collect::<Vec<_>>().join("; ")
+            )
         }
-        Output::Reply { client, seq, reply: r } => format!("reply {client}/{seq} {}", reply(r)),
+        Output::Reply {
+            client,
+            seq,
+            reply: r,
+        } => format!("reply {client}/{seq} {}", reply(r)),
         Output::Collect { granted } => format!("collect granted={granted}"),
         Output::Trace(ev) => format!("trace {:?}", ev.action),
     }
@@ -222,7 +253,9 @@ impl<'a> Parser<'a> {
     pub fn word(&mut self) -> Result<&'a str, String> {
         self.skip_space();
         let r = self.rest();
-        let len = r.find(|c: char| c.is_whitespace() || DELIMITERS.contains(&c)).unwrap_or(r.len());
+        let len = r
+            .find(|c: char| c.is_whitespace() || DELIMITERS.contains(&c))
+            .unwrap_or(r.len());
         if len == 0 {
             return Err(format!("expected a word at '{r}'"));
         }
@@ -238,8 +271,13 @@ impl<'a> Parser<'a> {
     /// `N@M`, `N/M`: two numbers around a separator.
     fn pair(&mut self, sep: char) -> Result<(u64, u64), String> {
         let w = self.word()?;
-        let (a, b) = w.split_once(sep).ok_or_else(|| format!("expected N{sep}M, got '{w}'"))?;
-        let n = |x: &str| x.parse::<u64>().map_err(|_| format!("'{x}' is not a number in '{w}'"));
+        let (a, b) = w
+            .split_once(sep)
+            .ok_or_else(|| format!("expected N{sep}M, got '{w}'"))?;
+        let n = |x: &str| {
+            x.parse::<u64>()
+                .map_err(|_| format!("'{x}' is not a number in '{w}'"))
+        };
         Ok((n(a)?, n(b)?))
     }
 
@@ -256,7 +294,10 @@ impl<'a> Parser<'a> {
         }
         let op = match word {
             "get" => Op::Get { key: self.bytes()? },
-            "put" => Op::Put { key: self.bytes()?, value: self.bytes()? },
+            "put" => Op::Put {
+                key: self.bytes()?,
+                value: self.bytes()?,
+            },
             "del" => Op::Del { key: self.bytes()? },
             "cas" => {
                 let key = self.bytes()?;
@@ -264,16 +305,32 @@ impl<'a> Parser<'a> {
                     "-" => None,
                     w => Some(Bytes::from(w.to_owned())),
                 };
-                Op::Cas { key, from, to: self.bytes()? }
+                Op::Cas {
+                    key,
+                    from,
+                    to: self.bytes()?,
+                }
             }
             "register" => Op::Register,
-            other => return Err(format!("unknown operation '{other}' (get, put, del, cas, register)")),
+            other => {
+                return Err(format!(
+                    "unknown operation '{other}' (get, put, del, cas, register)"
+                ))
+            }
         };
-        Ok(Request { client, seq, op, retry })
+        Ok(Request {
+            client,
+            seq,
+            op,
+            retry,
+        })
     }
 
     /// `[item, item]`, each parsed by `item`.
-    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T, String>) -> Result<Vec<T>, String> {
+    fn list<T>(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<Vec<T>, String> {
         self.expect('[')?;
         let mut v = Vec::new();
         if self.eat(']') {
@@ -308,7 +365,12 @@ impl<'a> Parser<'a> {
             "executed" => InstanceState::Executed,
             w => return Err(format!("unknown instance state '{w}'")),
         };
-        Ok(Instance { slot: Slot(slot), ballot: Ballot(ballot), value: self.value()?, state })
+        Ok(Instance {
+            slot: Slot(slot),
+            ballot: Ballot(ballot),
+            value: self.value()?,
+            state,
+        })
     }
 
     /// A message as [`message`] prints it; every field must be given.
@@ -324,7 +386,11 @@ impl<'a> Parser<'a> {
                 "entries" => fields.entries = Some(self.list(|p| p.instance())?),
                 "snapshot" => match self.word()? {
                     "none" => fields.no_snapshot = true,
-                    w => return Err(format!("snapshots cannot be written by hand (got '{w}'); use none")),
+                    w => {
+                        return Err(format!(
+                            "snapshots cannot be written by hand (got '{w}'); use none"
+                        ))
+                    }
                 },
                 _ => {
                     let n = self.number()?;
@@ -347,7 +413,11 @@ struct Fields {
 
 impl Fields {
     fn num(&self, key: &str) -> Result<u64, String> {
-        self.numbers.iter().find(|(k, _)| k == key).map(|(_, n)| *n).ok_or_else(|| format!("missing {key}="))
+        self.numbers
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, n)| *n)
+            .ok_or_else(|| format!("missing {key}="))
     }
 
     fn slot(&self, key: &str) -> Result<Slot, String> {
@@ -358,7 +428,10 @@ impl Fields {
         let ballot = Ballot(self.num("ballot")?);
         let ok = || self.ok.ok_or("missing ok=");
         Ok(match kind {
-            "Prepare" => Message::Prepare { ballot, last_executed: self.slot("last_executed")? },
+            "Prepare" => Message::Prepare {
+                ballot,
+                last_executed: self.slot("last_executed")?,
+            },
             "Promise" => {
                 if !self.no_snapshot {
                     return Err("missing snapshot=none".to_owned());
@@ -377,7 +450,11 @@ impl Fields {
                 value: self.value.clone().ok_or("missing value=")?,
                 committed: self.num("committed").ok().map(Slot),
             },
-            "Accepted" => Message::Accepted { ballot, slot: self.slot("slot")?, ok: ok()? },
+            "Accepted" => Message::Accepted {
+                ballot,
+                slot: self.slot("slot")?,
+                ok: ok()?,
+            },
             "Heartbeat" => Message::Heartbeat {
                 ballot,
                 last_executed: self.slot("last_executed")?,
@@ -389,9 +466,18 @@ impl Fields {
                 last_executed: self.slot("last_executed")?,
                 leader_last_executed: self.slot("leader_last_executed")?,
             },
-            "CatchUp" => Message::CatchUp { ballot, entries: self.entries.clone().ok_or("missing entries=")? },
-            "ReadProbe" => Message::ReadProbe { ballot, id: self.num("id")? },
-            "ReadProbeAck" => Message::ReadProbeAck { ballot, id: self.num("id")? },
+            "CatchUp" => Message::CatchUp {
+                ballot,
+                entries: self.entries.clone().ok_or("missing entries=")?,
+            },
+            "ReadProbe" => Message::ReadProbe {
+                ballot,
+                id: self.num("id")?,
+            },
+            "ReadProbeAck" => Message::ReadProbeAck {
+                ballot,
+                id: self.num("id")?,
+            },
             "GcRequest" => Message::GcRequest { ballot },
             "GcGrant" => Message::GcGrant { ballot },
             "GcDone" => Message::GcDone { ballot },

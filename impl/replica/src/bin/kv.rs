@@ -24,11 +24,22 @@ struct Args {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Print the value (exit 1 if absent).
-    Get { key: String },
-    Put { key: String, value: String },
-    Del { key: String },
+    Get {
+        key: String,
+    },
+    Put {
+        key: String,
+        value: String,
+    },
+    Del {
+        key: String,
+    },
     /// Compare-and-set; FROM `-` means absent. Exit 1 if the value differed.
-    Cas { key: String, from: String, to: String },
+    Cas {
+        key: String,
+        from: String,
+        to: String,
+    },
     /// One JSON line per replica.
     Status,
 }
@@ -49,7 +60,10 @@ async fn main() -> Result<()> {
                     v["reachable"] = true.into();
                     println!("{v}");
                 }
-                Err(e) => println!("{}", serde_json::json!({"id": r.id, "reachable": false, "error": e.to_string()})),
+                Err(e) => println!(
+                    "{}",
+                    serde_json::json!({"id": r.id, "reachable": false, "error": e.to_string()})
+                ),
             }
         }
         if !any {
@@ -57,13 +71,21 @@ async fn main() -> Result<()> {
         }
         return Ok(());
     }
-    let mut c = Client::new(cfg.client_addrs(), client::fresh_client_id()).with_timeouts(Duration::from_secs(1), deadline);
+    let mut c = Client::new(cfg.client_addrs(), client::fresh_client_id())
+        .with_timeouts(Duration::from_secs(1), deadline);
     let b = |s: &str| bytes::Bytes::copy_from_slice(s.as_bytes());
     let op = match &args.cmd {
         Cmd::Get { key } => Op::Get { key: b(key) },
-        Cmd::Put { key, value } => Op::Put { key: b(key), value: b(value) },
+        Cmd::Put { key, value } => Op::Put {
+            key: b(key),
+            value: b(value),
+        },
         Cmd::Del { key } => Op::Del { key: b(key) },
-        Cmd::Cas { key, from, to } => Op::Cas { key: b(key), from: (from != "-").then(|| b(from)), to: b(to) },
+        Cmd::Cas { key, from, to } => Op::Cas {
+            key: b(key),
+            from: (from != "-").then(|| b(from)),
+            to: b(to),
+        },
         Cmd::Status => unreachable!("handled above"),
     };
     match c.call(op).await {
@@ -75,7 +97,11 @@ async fn main() -> Result<()> {
         Ok(Reply::Done) => println!("ok"),
         Ok(Reply::Cas { ok: true, .. }) => println!("ok"),
         Ok(Reply::Cas { ok: false, current }) => {
-            println!("fail {}", current.map_or("-".to_string(), |c| String::from_utf8_lossy(&c).into_owned()));
+            println!(
+                "fail {}",
+                current.map_or("-".to_string(), |c| String::from_utf8_lossy(&c)
+                    .into_owned())
+            );
             std::process::exit(1);
         }
         Ok(other) => bail!("unexpected reply {other:?}"),

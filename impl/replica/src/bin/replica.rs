@@ -60,18 +60,33 @@ fn main() -> Result<()> {
     // Colours only on a terminal: logs redirected to a file (campaigns,
     // systemd, the process tests) stay plain text that grep can read.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .init();
     let config = ClusterConfig::load(&args.config)?;
     // Both measure and stop "the node's thread": with a multi-threaded
     // runtime the loop moves between threads and the others run on.
-    if args.threads > 1 && (args.calibrate.is_some() || config.gc.model()? != stutter_gc::GcModel::None) {
-        anyhow::bail!("--calibrate and a [gc] model need the single-threaded runtime (--threads 1)");
+    if args.threads > 1
+        && (args.calibrate.is_some() || config.gc.model()? != stutter_gc::GcModel::None)
+    {
+        anyhow::bail!(
+            "--calibrate and a [gc] model need the single-threaded runtime (--threads 1)"
+        );
     }
-    let data_dir = args.data_dir.unwrap_or_else(|| PathBuf::from(format!("data-{}", args.id)));
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(|| PathBuf::from(format!("data-{}", args.id)));
     let rt = if args.threads <= 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()?
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
     } else {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(args.threads).enable_all().build()?
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()?
     };
     rt.block_on(node::run(NodeOptions {
         config,

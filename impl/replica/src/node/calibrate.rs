@@ -78,7 +78,9 @@ pub(super) fn op_bytes(op: &Op) -> u64 {
     match op {
         Op::Get { .. } | Op::Del { .. } => k,
         Op::Put { value, .. } => k + value.len() as u64,
-        Op::Cas { from, to, .. } => k + from.as_ref().map_or(0, |f| f.len() as u64) + to.len() as u64,
+        Op::Cas { from, to, .. } => {
+            k + from.as_ref().map_or(0, |f| f.len() as u64) + to.len() as u64
+        }
         Op::Register => 0,
     }
 }
@@ -95,9 +97,15 @@ fn message_payload(m: &Message) -> (u64, u64) {
     };
     match m {
         Message::Accept { value, .. } => add(value),
-        Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => entries.iter().for_each(|e| add(&e.value)),
+        Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => {
+            entries.iter().for_each(|e| add(&e.value))
+        }
         Message::InstallSnapshot { snapshot, .. } => {
-            b = snapshot.kv.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+            b = snapshot
+                .kv
+                .iter()
+                .map(|(k, v)| (k.len() + v.len()) as u64)
+                .sum();
         }
         _ => {}
     }
@@ -207,7 +215,16 @@ fn header() -> String {
     .map(|s| s.to_string())
     .collect();
     h.extend(MESSAGE_KINDS.iter().map(|k| format!("in_{k}")));
-    h.extend(["msg_in_reqs", "msg_in_bytes", "persisted", "timer_election", "timer_heartbeat"].map(String::from));
+    h.extend(
+        [
+            "msg_in_reqs",
+            "msg_in_bytes",
+            "persisted",
+            "timer_election",
+            "timer_heartbeat",
+        ]
+        .map(String::from),
+    );
     h.extend(MESSAGE_KINDS.iter().map(|k| format!("send_{k}")));
     h.extend(
         [
@@ -266,7 +283,15 @@ impl Turn {
         for c in self.msg_in {
             write!(w, ",{c}")?;
         }
-        write!(w, ",{},{},{},{},{}", self.msg_in_reqs, self.msg_in_bytes, self.persisted, self.timer_election, self.timer_heartbeat)?;
+        write!(
+            w,
+            ",{},{},{},{},{}",
+            self.msg_in_reqs,
+            self.msg_in_bytes,
+            self.persisted,
+            self.timer_election,
+            self.timer_heartbeat
+        )?;
         for c in self.send {
             write!(w, ",{c}")?;
         }
@@ -316,14 +341,19 @@ pub struct TurnMeter {
 impl TurnMeter {
     /// Creates `path` and starts its writer thread.
     pub fn create(path: &Path, wal: Arc<WalMeter>) -> Result<TurnMeter> {
-        let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let (full, full_rx) = sync_channel::<Vec<Turn>>(64);
         let (empty_tx, empty) = channel::<Vec<Turn>>();
         for _ in 0..4 {
             let _ = empty_tx.send(Vec::with_capacity(BLOCK));
         }
-        std::thread::Builder::new().name("calibrate".into()).spawn(move || writer(file, full_rx, empty_tx))?;
-        let epoch_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        std::thread::Builder::new()
+            .name("calibrate".into())
+            .spawn(move || writer(file, full_rx, empty_tx))?;
+        let epoch_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         Ok(TurnMeter {
             t0: Instant::now(),
             epoch_ns,
@@ -355,7 +385,10 @@ impl TurnMeter {
             wal_syncs: self.wal.syncs.load(std::sync::atomic::Ordering::Relaxed),
             wal_records: self.wal.records.load(std::sync::atomic::Ordering::Relaxed),
             wal_bytes: self.wal.bytes.load(std::sync::atomic::Ordering::Relaxed),
-            wal_write_sync_ns: self.wal.write_sync_ns.load(std::sync::atomic::Ordering::Relaxed),
+            wal_write_sync_ns: self
+                .wal
+                .write_sync_ns
+                .load(std::sync::atomic::Ordering::Relaxed),
             ..Turn::default()
         };
         self.peers = 0;
@@ -436,7 +469,11 @@ impl TurnMeter {
                             }
                         }
                         Record::Snapshot { snapshot, .. } => {
-                            t.persist_bytes += snapshot.kv.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum::<u64>();
+                            t.persist_bytes += snapshot
+                                .kv
+                                .iter()
+                                .map(|(k, v)| (k.len() + v.len()) as u64)
+                                .sum::<u64>();
                         }
                         Record::Ballot(_) => {}
                     }
@@ -493,7 +530,10 @@ impl TurnMeter {
     /// Hands the block to the writer (at shutdown too). If the writer is
     /// behind, a fresh block is allocated rather than waiting.
     pub fn flush(&mut self) {
-        let next = self.empty.try_recv().unwrap_or_else(|_| Vec::with_capacity(BLOCK));
+        let next = self
+            .empty
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BLOCK));
         let block = std::mem::replace(&mut self.block, next);
         let _ = self.full.send(block);
     }
@@ -523,10 +563,19 @@ mod tests {
     #[test]
     fn a_line_has_one_value_per_column() {
         let mut line = Vec::new();
-        let t = Turn { kind: 2, timer_heartbeat: 1, send: [0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], send_peers: 2, ..Turn::default() };
+        let t = Turn {
+            kind: 2,
+            timer_heartbeat: 1,
+            send: [0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            send_peers: 2,
+            ..Turn::default()
+        };
         t.write_csv(&mut line).unwrap();
         let line = String::from_utf8(line).unwrap();
-        assert_eq!(line.trim_end().split(',').count(), header().split(',').count());
+        assert_eq!(
+            line.trim_end().split(',').count(),
+            header().split(',').count()
+        );
         let h = header();
         let names: Vec<&str> = h.split(',').collect();
         let vals: Vec<&str> = line.trim_end().split(',').collect();
@@ -541,10 +590,37 @@ mod tests {
     fn payload_counts_keys_and_values_of_carried_requests() {
         use bytes::Bytes;
         use stutter_core::{Request, Value};
-        let put = |k: &str, v: &str| Request::new(1, 1, Op::Put { key: Bytes::from(k.to_string()), value: Bytes::from(v.to_string()) });
-        let get = Request::new(2, 1, Op::Get { key: Bytes::from_static(b"key") });
-        let m = Message::Accept { ballot: stutter_core::Ballot(1), slot: stutter_core::Slot(1), value: Value::Batch(std::sync::Arc::new(vec![put("ab", "cdef"), get])), committed: None };
+        let put = |k: &str, v: &str| {
+            Request::new(
+                1,
+                1,
+                Op::Put {
+                    key: Bytes::from(k.to_string()),
+                    value: Bytes::from(v.to_string()),
+                },
+            )
+        };
+        let get = Request::new(
+            2,
+            1,
+            Op::Get {
+                key: Bytes::from_static(b"key"),
+            },
+        );
+        let m = Message::Accept {
+            ballot: stutter_core::Ballot(1),
+            slot: stutter_core::Slot(1),
+            value: Value::Batch(std::sync::Arc::new(vec![put("ab", "cdef"), get])),
+            committed: None,
+        };
         assert_eq!(message_payload(&m), (2, 9));
-        assert_eq!(message_payload(&Message::Heartbeat { ballot: stutter_core::Ballot(1), last_executed: stutter_core::Slot(0), global_last_executed: stutter_core::Slot(0) }), (0, 0));
+        assert_eq!(
+            message_payload(&Message::Heartbeat {
+                ballot: stutter_core::Ballot(1),
+                last_executed: stutter_core::Slot(0),
+                global_last_executed: stutter_core::Slot(0)
+            }),
+            (0, 0)
+        );
     }
 }

@@ -87,7 +87,14 @@ async fn serve(stream: TcpStream, port: &ClientPort, conn_no: u64) -> std::io::R
     } else {
         // Text clients have no identity of their own: one per connection.
         let client: ClientId = ((port.me as u64 + 1) << 48) | (conn_no & 0xffff_ffff_ffff);
-        text_session::serve(r, w, port.events.clone(), client, port.caps.max_client_frame).await
+        text_session::serve(
+            r,
+            w,
+            port.events.clone(),
+            client,
+            port.caps.max_client_frame,
+        )
+        .await
     }
 }
 
@@ -98,7 +105,8 @@ async fn refuse(stream: TcpStream) -> std::io::Result<()> {
     let framed = r.fill_buf().await?.first() == Some(&0);
     let why = "too many client connections; try again later";
     if framed {
-        w.write_all(&wire::encode(&ClientResponse::Error(why.into()))?).await
+        w.write_all(&wire::encode(&ClientResponse::Error(why.into()))?)
+            .await
     } else {
         w.write_all(format!("error {why}\n").as_bytes()).await
     }

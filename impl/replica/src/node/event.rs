@@ -24,8 +24,14 @@ pub type ReplySlot = mpsc::OwnedPermit<ClientResponse>;
 
 pub enum Event {
     /// A message from the peer that authenticated the connection it came on.
-    Peer { from: ReplicaId, msg: Message },
-    Client { reply: ReplySlot, req: Request },
+    Peer {
+        from: ReplicaId,
+        msg: Message,
+    },
+    Client {
+        reply: ReplySlot,
+        req: Request,
+    },
     Status(oneshot::Sender<StatusInfo>),
 }
 

@@ -17,7 +17,12 @@ use crate::wire::{self, ClientRequest, ClientResponse};
 /// the loop, and while none is free the socket is not read (back-pressure).
 /// A frame over `caps.max_client_frame` is answered with an error and
 /// closes the connection (the stream would be out of step).
-pub async fn serve(mut r: BufReader<OwnedReadHalf>, w: OwnedWriteHalf, events: Events, caps: Caps) -> std::io::Result<()> {
+pub async fn serve(
+    mut r: BufReader<OwnedReadHalf>,
+    w: OwnedWriteHalf,
+    events: Events,
+    caps: Caps,
+) -> std::io::Result<()> {
     let (tx, rx) = mpsc::channel::<ClientResponse>(caps.max_inflight_per_connection);
     tokio::spawn(write_replies(w, rx));
     let mut body = Vec::new();
@@ -35,10 +40,29 @@ pub async fn serve(mut r: BufReader<OwnedReadHalf>, w: OwnedWriteHalf, events: E
             None => return Ok(()),
         };
         wire::read_body(&mut r, len, &mut body).await?;
-        let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
+        let Ok(slot) = tx.clone().reserve_owned().await else {
+            return Ok(());
+        };
         match wire::decode::<ClientRequest>(&body) {
-            Ok(ClientRequest::Op { client, seq, op, retry }) => {
-                if events.send(Event::Client { reply: slot, req: Request { client, seq, op, retry } }).await.is_err() {
+            Ok(ClientRequest::Op {
+                client,
+                seq,
+                op,
+                retry,
+            }) => {
+                if events
+                    .send(Event::Client {
+                        reply: slot,
+                        req: Request {
+                            client,
+                            seq,
+                            op,
+                            retry,
+                        },
+                    })
+                    .await
+                    .is_err()
+                {
                     return Ok(());
                 }
             }
@@ -53,7 +77,10 @@ pub async fn serve(mut r: BufReader<OwnedReadHalf>, w: OwnedWriteHalf, events: E
                 let (otx, orx) = oneshot::channel();
                 let _ = events.send(Event::Status(otx)).await;
                 if let Ok(s) = orx.await {
-                    slot.send(ClientResponse::Digest { last_executed: s.last_executed, digest: s.digest });
+                    slot.send(ClientResponse::Digest {
+                        last_executed: s.last_executed,
+                        digest: s.digest,
+                    });
                 }
             }
             Err(e) => {

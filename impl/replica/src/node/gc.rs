@@ -83,7 +83,13 @@ pub struct GcDriver {
 
 impl GcDriver {
     /// Starts the model (counting must be on: `alloc_count::enable`).
-    pub fn start(model: &GcModel, cores: f64, dataset: u64, coordinated: bool, wal: Arc<WalMeter>) -> Result<GcDriver> {
+    pub fn start(
+        model: &GcModel,
+        cores: f64,
+        dataset: u64,
+        coordinated: bool,
+        wal: Arc<WalMeter>,
+    ) -> Result<GcDriver> {
         if !alloc_count::enabled() {
             bail!("the [gc] model needs the allocation counter (alloc-count feature)");
         }
@@ -92,8 +98,16 @@ impl GcDriver {
         let t0 = Instant::now();
         let burn = Arc::new(Burn::default());
         let b = burn.clone();
-        let burner = std::thread::Builder::new().name("gc".into()).spawn(move || burner(&b))?;
-        tracing::info!(model = model.name(), cores, dataset_mib = dataset >> 20, live_mib = live >> 20, "collector model on");
+        let burner = std::thread::Builder::new()
+            .name("gc".into())
+            .spawn(move || burner(&b))?;
+        tracing::info!(
+            model = model.name(),
+            cores,
+            dataset_mib = dataset >> 20,
+            live_mib = live >> 20,
+            "collector model on"
+        );
         let mut collector = Collector::new(model, cores, live, 0, 100_000);
         collector.set_coordinated(coordinated);
         Ok(GcDriver {
@@ -185,7 +199,11 @@ impl GcDriver {
         let busy = self.busy(now);
         self.collector.advance(now, busy);
         let asked = self.collector.request_full(now);
-        tracing::info!(asked, coordinated = self.collector.coordinated(), "full collection asked for");
+        tracing::info!(
+            asked,
+            coordinated = self.collector.coordinated(),
+            "full collection asked for"
+        );
         self.pauses()
     }
 
@@ -207,7 +225,11 @@ impl GcDriver {
             let took = started.elapsed().as_micros() as u64;
             total += took;
             if took > 15_000 {
-                tracing::warn!(phase = phase.name(), ms = took / 1000, "long collector pause");
+                tracing::warn!(
+                    phase = phase.name(),
+                    ms = took / 1000,
+                    "long collector pause"
+                );
             }
             self.collector.advance(self.now(), 0.0);
         }
@@ -234,7 +256,11 @@ impl GcDriver {
     /// hold now.
     fn publish(&self) {
         let m = self.collector.mutator_cores();
-        let share = if m.is_finite() { (self.cores - m).clamp(0.0, 1.0) } else { 0.0 };
+        let share = if m.is_finite() {
+            (self.cores - m).clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         let old = f64::from_bits(self.burn.share.swap(share.to_bits(), Ordering::Relaxed));
         if old <= 0.0 && share > 0.0 {
             if let Some(t) = &self.burner {
@@ -253,7 +279,14 @@ impl GcDriver {
     pub fn status(&self) -> GcStatus {
         let burnt_ms = (self.burn.burnt_ns.load(Ordering::Relaxed) + self.assist_ns) as f64 / 1e6;
         let stopped_ms = self.pause_us as f64 / 1e3;
-        super::status::gc_status(self.model, self.cores, &self.collector, self.t0.elapsed().as_secs_f64() * 1e6, burnt_ms, stopped_ms)
+        super::status::gc_status(
+            self.model,
+            self.cores,
+            &self.collector,
+            self.t0.elapsed().as_secs_f64() * 1e6,
+            burnt_ms,
+            stopped_ms,
+        )
     }
 }
 
@@ -291,7 +324,8 @@ fn burner(burn: &Burn) {
         }
         let start = Instant::now();
         let used = thread_cpu::spin(PERIOD.mul_f64(share.min(1.0)), PERIOD);
-        burn.burnt_ns.fetch_add(used.as_nanos() as u64, Ordering::Relaxed);
+        burn.burnt_ns
+            .fetch_add(used.as_nanos() as u64, Ordering::Relaxed);
         if let Some(rest) = (start + PERIOD).checked_duration_since(Instant::now()) {
             std::thread::sleep(rest);
         }

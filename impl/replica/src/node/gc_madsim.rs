@@ -179,10 +179,24 @@ fn payload_bytes(bytes: u64) -> u64 {
 impl GcDriver {
     /// Starts the model on the current madsim node. `_wal` is the real
     /// driver's CPU meter of the log thread, which has no thread here.
-    pub fn start(model: &GcModel, cores: f64, dataset: u64, coordinated: bool, _wal: Arc<WalMeter>) -> Result<GcDriver> {
+    pub fn start(
+        model: &GcModel,
+        cores: f64,
+        dataset: u64,
+        coordinated: bool,
+        _wal: Arc<WalMeter>,
+    ) -> Result<GcDriver> {
         let node = madsim::plugin::node();
-        let clock = Handle::current().create_node().name(format!("gc-clock-{node}")).build();
-        tracing::info!(model = model.name(), cores, dataset_mib = dataset >> 20, "collector model on (madsim)");
+        let clock = Handle::current()
+            .create_node()
+            .name(format!("gc-clock-{node}"))
+            .build();
+        tracing::info!(
+            model = model.name(),
+            cores,
+            dataset_mib = dataset >> 20,
+            "collector model on (madsim)"
+        );
         let mut collector = Collector::new(model, cores, dataset, 0, 100_000);
         collector.set_coordinated(coordinated);
         count(node, |t| t.starts += 1);
@@ -228,14 +242,25 @@ impl GcDriver {
     /// The loop hands `input` to the core.
     pub fn input(&mut self, input: &Input) {
         let (bytes, cpu) = match input {
-            Input::Request(req) => (CLIENT_REQUEST_BYTES + payload_bytes(op_bytes(&req.op)), INPUT_NS),
+            Input::Request(req) => (
+                CLIENT_REQUEST_BYTES + payload_bytes(op_bytes(&req.op)),
+                INPUT_NS,
+            ),
             Input::Message { msg, .. } => {
                 let carried: u64 = match msg {
-                    Message::Accept { value, .. } => value.requests().iter().map(|r| op_bytes(&r.op)).sum(),
-                    Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => {
-                        entries.iter().flat_map(|e| e.value.requests()).map(|r| op_bytes(&r.op)).sum()
+                    Message::Accept { value, .. } => {
+                        value.requests().iter().map(|r| op_bytes(&r.op)).sum()
                     }
-                    Message::InstallSnapshot { snapshot, .. } => snapshot.kv.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum(),
+                    Message::CatchUp { entries, .. } | Message::Promise { entries, .. } => entries
+                        .iter()
+                        .flat_map(|e| e.value.requests())
+                        .map(|r| op_bytes(&r.op))
+                        .sum(),
+                    Message::InstallSnapshot { snapshot, .. } => snapshot
+                        .kv
+                        .iter()
+                        .map(|(k, v)| (k.len() + v.len()) as u64)
+                        .sum(),
                     _ => 0,
                 };
                 (payload_bytes(carried), INPUT_NS)
@@ -288,13 +313,21 @@ impl GcDriver {
         self.collector.advance(now, busy);
         let retained = std::mem::take(&mut self.turn_retained);
         let released = std::mem::take(&mut self.turn_released);
-        let a = Alloc { bytes: std::mem::take(&mut self.turn_bytes) + retained, retained, released };
+        let a = Alloc {
+            bytes: std::mem::take(&mut self.turn_bytes) + retained,
+            retained,
+            released,
+        };
         count(self.node, |t| t.allocated += a.bytes);
         let assist = self.collector.allocate(now, a);
         // With fewer than one core left to the mutator the turn's CPU took
         // longer by the workers' share.
         let m = self.collector.mutator_cores();
-        let slowed = if m.is_finite() && m > 0.0 && m < 1.0 { (cpu_ns as f64 / 1_000.0 * (1.0 / m - 1.0)) as u64 } else { 0 };
+        let slowed = if m.is_finite() && m > 0.0 && m < 1.0 {
+            (cpu_ns as f64 / 1_000.0 * (1.0 / m - 1.0)) as u64
+        } else {
+            0
+        };
         let owed = assist + slowed;
         if owed > 0 {
             self.busy_until = now + owed;
@@ -346,7 +379,11 @@ impl GcDriver {
         self.collector.advance(now, busy);
         let asked = self.collector.request_full(now);
         count(self.node, |t| t.requested += 1);
-        tracing::info!(asked, coordinated = self.collector.coordinated(), "full collection asked for");
+        tracing::info!(
+            asked,
+            coordinated = self.collector.coordinated(),
+            "full collection asked for"
+        );
         self.pauses()
     }
 
@@ -421,7 +458,14 @@ impl GcDriver {
         // Nothing is burnt under simulation: the node stands still.
         let burnt_ms = self.assist_us as f64 / 1e3;
         let stopped_ms = self.pause_us as f64 / 1e3;
-        super::status::gc_status(self.model, self.cores, &self.collector, self.t0.elapsed().as_secs_f64() * 1e6, burnt_ms, stopped_ms)
+        super::status::gc_status(
+            self.model,
+            self.cores,
+            &self.collector,
+            self.t0.elapsed().as_secs_f64() * 1e6,
+            burnt_ms,
+            stopped_ms,
+        )
     }
 }
 

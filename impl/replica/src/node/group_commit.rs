@@ -89,13 +89,23 @@ impl WalMeter {
 impl GroupCommit {
     /// Starts the log thread (a task under simulation, which must be
     /// called within the node's runtime); at most one sync per `interval`.
-    pub fn start(wal: Wal, interval: Duration) -> std::io::Result<(GroupCommit, watch::Receiver<Durable>)> {
+    pub fn start(
+        wal: Wal,
+        interval: Duration,
+    ) -> std::io::Result<(GroupCommit, watch::Receiver<Durable>)> {
         let (dtx, drx) = watch::channel(Durable::default());
         let meter = Arc::new(WalMeter::default());
-        let c = Committer { wal, durable: dtx, syncs: 0, meter: meter.clone() };
+        let c = Committer {
+            wal,
+            durable: dtx,
+            syncs: 0,
+            meter: meter.clone(),
+        };
         let tx = if BACKGROUND_THREADS {
             let (tx, rx) = std::sync::mpsc::sync_channel(WAL_QUEUE);
-            std::thread::Builder::new().name("wal".into()).spawn(move || wal_thread(c, rx, interval))?;
+            std::thread::Builder::new()
+                .name("wal".into())
+                .spawn(move || wal_thread(c, rx, interval))?;
             Queue::Thread(tx)
         } else {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -116,7 +126,10 @@ impl GroupCommit {
             Queue::Thread(tx) => match tx.try_send((token, records)) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                 Err(TrySendError::Full(item)) => {
-                    tracing::warn!(queued = WAL_QUEUE, "write-ahead-log queue full: the protocol loop waits for the disk");
+                    tracing::warn!(
+                        queued = WAL_QUEUE,
+                        "write-ahead-log queue full: the protocol loop waits for the disk"
+                    );
                     let _ = tx.send(item);
                 }
             },
@@ -138,7 +151,11 @@ struct Committer {
 impl Committer {
     /// Writes `first` and every batch `next` still has (the group); returns
     /// the group's highest token, its record count and the outcome.
-    fn write(&mut self, first: Batch, mut next: impl FnMut() -> Option<Batch>) -> (u64, u64, std::io::Result<()>) {
+    fn write(
+        &mut self,
+        first: Batch,
+        mut next: impl FnMut() -> Option<Batch>,
+    ) -> (u64, u64, std::io::Result<()>) {
         let (mut top, records) = first;
         let mut n = records.len() as u64;
         let mut result = self.wal.append(records);
@@ -153,7 +170,11 @@ impl Committer {
             }
         }
         if BUG_ACK_BEFORE_SYNC && result.is_ok() {
-            let _ = self.durable.send(Durable { token: top, syncs: self.syncs, failed: None });
+            let _ = self.durable.send(Durable {
+                token: top,
+                syncs: self.syncs,
+                failed: None,
+            });
         }
         (top, n, result)
     }
@@ -164,15 +185,23 @@ impl Committer {
         self.syncs += 1;
         let meter = &self.meter;
         meter.records.fetch_add(n, Ordering::Relaxed);
-        meter.write_sync_ns.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        meter
+            .write_sync_ns
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         meter.bytes.store(self.wal.size(), Ordering::Relaxed);
         meter.syncs.store(self.syncs, Ordering::Relaxed);
         if BACKGROUND_THREADS {
-            meter.cpu_ns.store(crate::thread_cpu::now_ns(), Ordering::Relaxed);
+            meter
+                .cpu_ns
+                .store(crate::thread_cpu::now_ns(), Ordering::Relaxed);
         }
         let failed = result.err().map(|e| format!("write-ahead log: {e}"));
         let stop = failed.is_some();
-        let receivers = self.durable.send(Durable { token: top, syncs: self.syncs, failed });
+        let receivers = self.durable.send(Durable {
+            token: top,
+            syncs: self.syncs,
+            failed,
+        });
         stop || receivers.is_err()
     }
 }
@@ -182,7 +211,9 @@ fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
     while let Ok(first) = rx.recv() {
         // At most one sync per `interval`: what arrives while waiting joins
         // this group commit.
-        if let Some(wait) = last_sync.and_then(|t| (t + interval).checked_duration_since(Instant::now())) {
+        if let Some(wait) =
+            last_sync.and_then(|t| (t + interval).checked_duration_since(Instant::now()))
+        {
             std::thread::sleep(wait);
         }
         let started = Instant::now();
@@ -191,7 +222,11 @@ fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
         let written = started.elapsed();
         let result = result.and_then(|_| c.wal.sync());
         if started.elapsed() > SLOW {
-            tracing::warn!(write_ms = written.as_millis() as u64, total_ms = started.elapsed().as_millis() as u64, "slow group commit");
+            tracing::warn!(
+                write_ms = written.as_millis() as u64,
+                total_ms = started.elapsed().as_millis() as u64,
+                "slow group commit"
+            );
         }
         if c.publish(top, n, result, started.elapsed()) {
             return;
@@ -201,7 +236,11 @@ fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
 
 /// The group commit as a task (simulation): the same steps on simulated
 /// time; the sync is made to take [`SIM_SYNC_LATENCY`].
-async fn wal_task(mut c: Committer, mut rx: tokio::sync::mpsc::UnboundedReceiver<Batch>, interval: Duration) {
+async fn wal_task(
+    mut c: Committer,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Batch>,
+    interval: Duration,
+) {
     let mut last_sync: Option<tokio::time::Instant> = None;
     while let Some(first) = rx.recv().await {
         if let Some(t) = last_sync {
@@ -223,11 +262,18 @@ mod tests {
     use super::*;
 
     fn accept(slot: u64) -> Record {
-        Record::Accept { slot: stutter_core::Slot(slot), ballot: stutter_core::Ballot(1), value: stutter_core::Value::Noop }
+        Record::Accept {
+            slot: stutter_core::Slot(slot),
+            ballot: stutter_core::Ballot(1),
+            value: stutter_core::Value::Noop,
+        }
     }
 
     fn wait_for(rx: &mut watch::Receiver<Durable>, token: u64) -> Durable {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             loop {
                 let d = rx.borrow_and_update().clone();
@@ -252,18 +298,44 @@ mod tests {
 
         let before_first = Instant::now();
         gc.persist(1, vec![Record::Ballot(stutter_core::Ballot(1)), accept(1)]);
-        assert_eq!(wait_for(&mut rx, 1), Durable { token: 1, syncs: 1, failed: None });
+        assert_eq!(
+            wait_for(&mut rx, 1),
+            Durable {
+                token: 1,
+                syncs: 1,
+                failed: None
+            }
+        );
         gc.persist(2, vec![accept(2)]);
         gc.persist(3, vec![accept(3)]);
-        assert_eq!(wait_for(&mut rx, 3), Durable { token: 3, syncs: 2, failed: None }, "one group commit for both");
+        assert_eq!(
+            wait_for(&mut rx, 3),
+            Durable {
+                token: 3,
+                syncs: 2,
+                failed: None
+            },
+            "one group commit for both"
+        );
         // The second sync started no earlier than one interval after the first.
-        assert!(before_first.elapsed() >= interval, "synced again after {:?}", before_first.elapsed());
+        assert!(
+            before_first.elapsed() >= interval,
+            "synced again after {:?}",
+            before_first.elapsed()
+        );
 
         drop(gc);
         // The thread ends once the queue is closed and the log is dropped.
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async { while rx.changed().await.is_ok() {} });
         let (_, durable) = Wal::open(dir.path(), true).unwrap();
-        assert_eq!(durable.accepted.len(), 3, "all three accepts are durable: {durable:?}");
+        assert_eq!(
+            durable.accepted.len(),
+            3,
+            "all three accepts are durable: {durable:?}"
+        );
     }
 }

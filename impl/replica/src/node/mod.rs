@@ -81,7 +81,10 @@ pub struct NodeOptions {
 /// Runs a replica until a fatal error (a failed disk write) or a signal.
 pub async fn run(opts: NodeOptions) -> Result<()> {
     let cfg = opts.config.clone();
-    let me = cfg.get(opts.id).with_context(|| format!("id {} is not in the config", opts.id))?.clone();
+    let me = cfg
+        .get(opts.id)
+        .with_context(|| format!("id {} is not in the config", opts.id))?
+        .clone();
     let caps = cfg.limits.caps();
     let mut core_cfg = cfg.core_config();
     core_cfg.trace = opts.trace.is_some();
@@ -94,14 +97,17 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     // Counting starts before the log is read, so that the recovered state
     // counts as live. (Under madsim the model estimates allocation from
     // the node's work instead: gc_madsim.rs.)
-    let counted = opts.calibrate.is_some() || (gc_model != stutter_gc::GcModel::None && !cfg!(feature = "madsim"));
+    let counted = opts.calibrate.is_some()
+        || (gc_model != stutter_gc::GcModel::None && !cfg!(feature = "madsim"));
     if counted && !crate::alloc_count::enable() {
         anyhow::bail!("--calibrate and [gc] need a replica built with the `alloc-count` feature (on by default)");
     }
 
     let (wal, durable) = Wal::open(&opts.data_dir, !opts.unsafe_no_fsync)
         .with_context(|| format!("opening the write-ahead log in {}", opts.data_dir.display()))?;
-    let seed = opts.seed.unwrap_or_else(|| crate::platform::since_epoch().as_nanos() as u64 ^ ((opts.id as u64) << 56));
+    let seed = opts.seed.unwrap_or_else(|| {
+        crate::platform::since_epoch().as_nanos() as u64 ^ ((opts.id as u64) << 56)
+    });
     let rng = Box::new(rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed));
     // A data directory without a log is a first start: no Recover step to
     // trace. A restart traces one even when nothing was recovered (a
@@ -114,12 +120,19 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         Replica::recover(opts.id, core_cfg, durable, rng)
     };
 
-    let interval = Duration::from_micros(cfg.storage.sync_interval_us.unwrap_or(DEFAULT_SYNC_INTERVAL_US));
+    let interval = Duration::from_micros(
+        cfg.storage
+            .sync_interval_us
+            .unwrap_or(DEFAULT_SYNC_INTERVAL_US),
+    );
     let (wal, durable) = GroupCommit::start(wal, interval)?;
 
-    let peer_listener = TcpListener::bind(listen_addr(resolve(&me.peer_addr)?)).await.with_context(|| format!("listening on {}", me.peer_addr))?;
-    let client_listener =
-        TcpListener::bind(listen_addr(resolve(&me.client_addr)?)).await.with_context(|| format!("listening on {}", me.client_addr))?;
+    let peer_listener = TcpListener::bind(listen_addr(resolve(&me.peer_addr)?))
+        .await
+        .with_context(|| format!("listening on {}", me.peer_addr))?;
+    let client_listener = TcpListener::bind(listen_addr(resolve(&me.client_addr)?))
+        .await
+        .with_context(|| format!("listening on {}", me.client_addr))?;
     tracing::info!(id = opts.id, peer = %me.peer_addr, client = %me.client_addr, "replica listening");
     if key.authenticates() {
         tracing::info!("peer connections are authenticated by the cluster secret");
@@ -132,11 +145,25 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     }
 
     let (events, events_rx) = mpsc::channel(EVENT_QUEUE);
-    let link = LinkParams { me: opts.id, n: cfg.n(), key, max_frame: caps.max_peer_frame, redialled: Redials::new(cfg.n()) };
+    let link = LinkParams {
+        me: opts.id,
+        n: cfg.n(),
+        key,
+        max_frame: caps.max_peer_frame,
+        redialled: Redials::new(cfg.n()),
+    };
     tokio::spawn(peers::listen(peer_listener, events.clone(), link.clone()));
-    let port = clients::ClientPort { me: opts.id, caps, events };
+    let port = clients::ClientPort {
+        me: opts.id,
+        caps,
+        events,
+    };
     tokio::spawn(clients::listen(client_listener, port));
-    let others = cfg.replica.iter().filter(|r| r.id != opts.id).map(|r| (r.id, r.peer_addr.clone()));
+    let others = cfg
+        .replica
+        .iter()
+        .filter(|r| r.id != opts.id)
+        .map(|r| (r.id, r.peer_addr.clone()));
     let peers = PeerLinks::start(&link, others);
     let (stop, shutdown) = oneshot::channel();
     tokio::spawn(forward_shutdown(stop));
@@ -162,7 +189,13 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
     };
     let gc = match gc_model {
         stutter_gc::GcModel::None => None,
-        ref m => Some(gc::GcDriver::start(m, cfg.gc.cores(), cfg.gc.dataset_bytes(), cfg.gc.coordinated.unwrap_or(false), wal.meter().clone())?),
+        ref m => Some(gc::GcDriver::start(
+            m,
+            cfg.gc.cores(),
+            cfg.gc.dataset_bytes(),
+            cfg.gc.coordinated.unwrap_or(false),
+            wal.meter().clone(),
+        )?),
     };
     let mut lp = ProtocolLoop {
         replica,
@@ -198,8 +231,13 @@ fn local_reads(_: &mut stutter_core::Config) -> Result<()> {
 #[cfg(not(any(feature = "turmoil", feature = "madsim")))]
 async fn forward_shutdown(stop: oneshot::Sender<()>) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        tracing::warn!("cannot install signal handlers; SIGTERM will kill without flushing the trace");
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!(
+            "cannot install signal handlers; SIGTERM will kill without flushing the trace"
+        );
         // Dropping `stop` would read as a shutdown: hold it.
         std::future::pending::<()>().await;
         drop(stop);

@@ -4,8 +4,8 @@
 //! of a received message is the replica that connection authenticated.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use stutter_core::{Message, ReplicaId};
@@ -89,7 +89,12 @@ pub struct Redials(Arc<BTreeMap<ReplicaId, Arc<Notify>>>);
 
 impl Redials {
     pub fn new(n: usize) -> Redials {
-        Redials(Arc::new((0..n).filter_map(|i| ReplicaId::try_from(i).ok()).map(|i| (i, Arc::new(Notify::new()))).collect()))
+        Redials(Arc::new(
+            (0..n)
+                .filter_map(|i| ReplicaId::try_from(i).ok())
+                .map(|i| (i, Arc::new(Notify::new())))
+                .collect(),
+        ))
     }
 
     fn of(&self, peer: ReplicaId) -> Arc<Notify> {
@@ -104,7 +109,10 @@ pub struct PeerLinks {
 
 impl PeerLinks {
     /// Starts a sender task for every `(id, peer address)`.
-    pub fn start(params: &LinkParams, peers: impl IntoIterator<Item = (ReplicaId, String)>) -> PeerLinks {
+    pub fn start(
+        params: &LinkParams,
+        peers: impl IntoIterator<Item = (ReplicaId, String)>,
+    ) -> PeerLinks {
         let mut queues = BTreeMap::new();
         for (id, addr) in peers {
             let (tx, rx) = mpsc::channel(PEER_QUEUE);
@@ -149,7 +157,9 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                 Err(_) => return Err("connect timed out".to_string()),
             };
             let _ = s.set_nodelay(true);
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, peer_auth::dial(&mut s, &p.key, p.me, to)).await {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, peer_auth::dial(&mut s, &p.key, p.me, to))
+                .await
+            {
                 Ok(Ok(sealer)) => Ok((s, sealer)),
                 Ok(Err(e)) => Err(format!("handshake: {e}")),
                 Err(_) => Err("handshake: timed out".to_string()),
@@ -162,7 +172,10 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                 // A refused handshake is a misconfiguration worth a warning
                 // (a timed-out one is a slow network); a peer that is down
                 // is not. Each distinct error once.
-                if e.starts_with("handshake") && !e.ends_with("timed out") && last_error.as_deref() != Some(&e) {
+                if e.starts_with("handshake")
+                    && !e.ends_with("timed out")
+                    && last_error.as_deref() != Some(&e)
+                {
                     tracing::warn!(%addr, peer = to, error = %e, "peer link refused");
                 }
                 last_error = Some(e);
@@ -215,7 +228,11 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
 /// Runs one write to a peer; false if it failed or stalled: made no
 /// progress for `WRITE_STALL`, or for `SUSPECT_STALL` while the link is
 /// suspect, which a redial of the peer (now or earlier) makes it.
-async fn unstalled(write: impl Future<Output = std::io::Result<()>>, redialled: &Notify, suspect_until: &mut Option<Instant>) -> bool {
+async fn unstalled(
+    write: impl Future<Output = std::io::Result<()>>,
+    redialled: &Notify,
+    suspect_until: &mut Option<Instant>,
+) -> bool {
     tokio::pin!(write);
     let started = Instant::now();
     loop {
@@ -249,7 +266,11 @@ pub async fn listen(listener: TcpListener, events: Events, p: LinkParams) {
         let (events, p, current) = (events.clone(), p.clone(), current.clone());
         tokio::spawn(async move {
             let mut stream = stream;
-            let authed = tokio::time::timeout(HANDSHAKE_TIMEOUT, peer_auth::accept(&mut stream, &p.key, p.me, p.n)).await;
+            let authed = tokio::time::timeout(
+                HANDSHAKE_TIMEOUT,
+                peer_auth::accept(&mut stream, &p.key, p.me, p.n),
+            )
+            .await;
             drop(permit);
             let (from, opener) = match authed {
                 Ok(Ok(a)) => a,
@@ -267,7 +288,10 @@ pub async fn listen(listener: TcpListener, events: Events, p: LinkParams) {
             let reader = tokio::spawn(receive(stream, opener, from, max, events));
             // One connection per peer: a newer one means the older is dead,
             // and perhaps our link to the peer too (`SUSPECT_STALL`).
-            let old = current.lock().ok().and_then(|mut c| c.insert(from, reader.abort_handle()));
+            let old = current
+                .lock()
+                .ok()
+                .and_then(|mut c| c.insert(from, reader.abort_handle()));
             if let Some(old) = old {
                 old.abort();
                 p.redialled.of(from).notify_one();
@@ -277,7 +301,13 @@ pub async fn listen(listener: TcpListener, events: Events, p: LinkParams) {
 }
 
 /// Reads one authenticated connection until it ends or breaks a rule.
-async fn receive(stream: TcpStream, mut opener: peer_auth::FrameOpener, from: ReplicaId, max: usize, events: Events) {
+async fn receive(
+    stream: TcpStream,
+    mut opener: peer_auth::FrameOpener,
+    from: ReplicaId,
+    max: usize,
+    events: Events,
+) {
     let addr = stream.peer_addr().ok();
     let mut r = BufReader::with_capacity(1 << 16, stream);
     let mut buf = Vec::new();
@@ -331,12 +361,19 @@ mod tests {
         };
         let (written, ()) = tokio::join!(unstalled(blocked(), &redialled, &mut suspect), redial);
         assert!(!written);
-        assert_eq!(t.elapsed(), Duration::from_secs(3), "blocked past SUSPECT_STALL when the peer re-dialled");
+        assert_eq!(
+            t.elapsed(),
+            Duration::from_secs(3),
+            "blocked past SUSPECT_STALL when the peer re-dialled"
+        );
 
         let t = Instant::now();
         assert!(!unstalled(blocked(), &redialled, &mut suspect).await);
         assert_eq!(t.elapsed(), SUSPECT_STALL, "still suspect");
-        assert!(unstalled(async { Ok(()) }, &redialled, &mut suspect).await, "a write that completes is not cut");
+        assert!(
+            unstalled(async { Ok(()) }, &redialled, &mut suspect).await,
+            "a write that completes is not cut"
+        );
 
         tokio::time::sleep(WRITE_STALL).await;
         let t = Instant::now();
@@ -359,18 +396,39 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (events, mut rx) = mpsc::channel(16);
-        let params = LinkParams { me: 0, n: 3, key: key.clone(), max_frame: 1 << 20, redialled: Redials::new(3) };
+        let params = LinkParams {
+            me: 0,
+            n: 3,
+            key: key.clone(),
+            max_frame: 1 << 20,
+            redialled: Redials::new(3),
+        };
         tokio::spawn(listen(listener, events, params));
 
         let mut s = TcpStream::connect(addr).await.unwrap();
         let mut sealer = peer_auth::dial(&mut s, &key, 2, 0).await.unwrap();
         let mut frame = Vec::new();
-        sealer.seal(&Message::Prepare { ballot: stutter_core::Ballot(258), last_executed: stutter_core::Slot(0) }, 1 << 20, &mut frame).unwrap();
+        sealer
+            .seal(
+                &Message::Prepare {
+                    ballot: stutter_core::Ballot(258),
+                    last_executed: stutter_core::Slot(0),
+                },
+                1 << 20,
+                &mut frame,
+            )
+            .unwrap();
         s.write_all(&frame).await.unwrap();
         match rx.recv().await {
             Some(Event::Peer { from, msg }) => {
                 assert_eq!(from, 2);
-                assert_eq!(msg, Message::Prepare { ballot: stutter_core::Ballot(258), last_executed: stutter_core::Slot(0) });
+                assert_eq!(
+                    msg,
+                    Message::Prepare {
+                        ballot: stutter_core::Ballot(258),
+                        last_executed: stutter_core::Slot(0)
+                    }
+                );
             }
             _ => panic!("expected the message"),
         }
@@ -380,6 +438,9 @@ mod tests {
         assert!(peer_auth::dial(&mut forged, &wrong, 1, 0).await.is_err());
         let _ = forged.write_all(&frame).await;
         let nothing = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
-        assert!(nothing.is_err(), "nothing arrives from a connection that failed the handshake");
+        assert!(
+            nothing.is_err(),
+            "nothing arrives from a connection that failed the handshake"
+        );
     }
 }

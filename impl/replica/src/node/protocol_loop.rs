@@ -67,7 +67,8 @@ impl ProtocolLoop {
             None => None,
         };
         let mut out = Vec::with_capacity(1024);
-        self.replica.handle(self.clock.now(), Input::Start, &mut out);
+        self.replica
+            .handle(self.clock.now(), Input::Start, &mut out);
         self.apply(&mut out);
         loop {
             let next_timer = self.timers.next();
@@ -161,7 +162,10 @@ impl ProtocolLoop {
             }
             self.coordinate_gc(&mut out);
             if turn.elapsed() > SLOW {
-                tracing::warn!(ms = turn.elapsed().as_millis() as u64, "slow protocol-loop turn");
+                tracing::warn!(
+                    ms = turn.elapsed().as_millis() as u64,
+                    "slow protocol-loop turn"
+                );
             }
             self.routes.sweep_if_due();
             // Flushed every turn, before the turn's messages leave (the
@@ -212,7 +216,11 @@ impl ProtocolLoop {
     /// an operator (or whoever reads a campaign's replica logs) can tell
     /// who unseated whom without a trace, which costs too much to leave on.
     fn log_role_change(&mut self) {
-        let now = (self.replica.role(), self.replica.ballot(), self.replica.leader());
+        let now = (
+            self.replica.role(),
+            self.replica.ballot(),
+            self.replica.leader(),
+        );
         if self.role == Some(now) {
             return;
         }
@@ -237,7 +245,10 @@ impl ProtocolLoop {
                 if let Some(m) = self.meter.as_mut() {
                     m.status();
                 }
-                let _ = reply.send(status(&self.replica, self.gc.as_ref().map(GcDriver::status)));
+                let _ = reply.send(status(
+                    &self.replica,
+                    self.gc.as_ref().map(GcDriver::status),
+                ));
             }
         }
     }
@@ -274,7 +285,9 @@ impl ProtocolLoop {
                 Output::SetTimer { timer, at } => self.timers.set(timer, self.clock.instant(at)),
                 Output::Persist { token, records } => self.wal.persist(token, records),
                 Output::Reply { client, seq, reply } => {
-                    let Some(slot) = self.routes.take(client, seq) else { continue };
+                    let Some(slot) = self.routes.take(client, seq) else {
+                        continue;
+                    };
                     let resp = match reply {
                         Reply::Redirect { leader } => {
                             self.routes.redirected(client);
@@ -282,7 +295,9 @@ impl ProtocolLoop {
                                 client,
                                 seq,
                                 leader,
-                                addr: leader.and_then(|l| self.cfg.get(l)).map(|r| r.client_addr.clone()),
+                                addr: leader
+                                    .and_then(|l| self.cfg.get(l))
+                                    .map(|r| r.client_addr.clone()),
                             }
                         }
                         reply => ClientResponse::Reply { client, seq, reply },

@@ -74,12 +74,19 @@ impl Routes {
     /// leak. Runs at most once a second.
     pub fn sweep_if_due(&mut self) {
         let now = Instant::now();
-        if self.last_sweep.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+        if self
+            .last_sweep
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
             return;
         }
         self.last_sweep = Some(now);
-        let stale: Vec<(ClientId, Seq)> =
-            self.waiting.iter().filter(|(_, (_, since))| now.duration_since(*since) > ROUTE_TIMEOUT).map(|(k, _)| *k).collect();
+        let stale: Vec<(ClientId, Seq)> = self
+            .waiting
+            .iter()
+            .filter(|(_, (_, since))| now.duration_since(*since) > ROUTE_TIMEOUT)
+            .map(|(k, _)| *k)
+            .collect();
         for (client, seq) in stale {
             if let Some(r) = self.take(client, seq) {
                 r.send(ClientResponse::Unknown { client, seq });
@@ -100,7 +107,10 @@ mod tests {
         let mut routes = Routes::default();
         routes.insert(5, 1, tx1.clone().reserve_owned().await.unwrap());
         routes.insert(5, 1, tx2.clone().reserve_owned().await.unwrap());
-        assert_eq!(rx1.recv().await, Some(ClientResponse::Unknown { client: 5, seq: 1 }));
+        assert_eq!(
+            rx1.recv().await,
+            Some(ClientResponse::Unknown { client: 5, seq: 1 })
+        );
         // The first connection's only slot is free again.
         assert!(tx1.try_reserve().is_ok());
         let r = routes.take(5, 1).unwrap();

@@ -24,7 +24,14 @@ pub fn status(r: &Replica, gc: Option<GcStatus>) -> StatusInfo {
 /// What both collector drivers (`gc.rs` on a real node, `gc_madsim.rs`
 /// under madsim) report of their collector: they differ only in how long
 /// the node has run and in what they count as burnt and stopped.
-pub fn gc_status(model: &str, cores: f64, collector: &Collector, elapsed_us: f64, burnt_ms: f64, stopped_ms: f64) -> GcStatus {
+pub fn gc_status(
+    model: &str,
+    cores: f64,
+    collector: &Collector,
+    elapsed_us: f64,
+    burnt_ms: f64,
+    stopped_ms: f64,
+) -> GcStatus {
     let s = collector.stats();
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     GcStatus {

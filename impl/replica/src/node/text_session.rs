@@ -49,7 +49,12 @@ pub async fn serve(
             Line::End => return Ok(()),
             Line::TooLong => {
                 tracing::warn!(max_line, "client line over the limit; closing");
-                return write_reply(&mut w, &mut out, &ClientResponse::Error("line too long".into())).await;
+                return write_reply(
+                    &mut w,
+                    &mut out,
+                    &ClientResponse::Error("line too long".into()),
+                )
+                .await;
             }
         }
         let resp = match text::parse(&line) {
@@ -58,12 +63,24 @@ pub async fn serve(
                     Some(id) => id,
                     None if matches!(op, Op::Get { .. }) => nonce,
                     None => {
-                        let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
-                        if events.send(Event::Client { reply: slot, req: Request::register(nonce, false) }).await.is_err() {
+                        let Ok(slot) = tx.clone().reserve_owned().await else {
+                            return Ok(());
+                        };
+                        if events
+                            .send(Event::Client {
+                                reply: slot,
+                                req: Request::register(nonce, false),
+                            })
+                            .await
+                            .is_err()
+                        {
                             return Ok(());
                         }
                         match rx.recv().await {
-                            Some(ClientResponse::Reply { reply: Reply::Registered { client: id }, .. }) => {
+                            Some(ClientResponse::Reply {
+                                reply: Reply::Registered { client: id },
+                                ..
+                            }) => {
                                 client = Some(id);
                                 // The new id's session starts at seq 0;
                                 // the reads sent under the nonce had
@@ -74,19 +91,40 @@ pub async fn serve(
                             // Not registered (not the leader, busy, no
                             // outcome in time): the operation was not
                             // sent, so the line may be sent again.
-                            Some(resp @ (ClientResponse::Redirect { .. } | ClientResponse::Reply { reply: Reply::Redirect { .. }, .. })) => {
+                            Some(
+                                resp @ (ClientResponse::Redirect { .. }
+                                | ClientResponse::Reply {
+                                    reply: Reply::Redirect { .. },
+                                    ..
+                                }),
+                            ) => {
                                 break 'op resp;
                             }
-                            Some(_) => break 'op ClientResponse::Reply { client: nonce, seq: 0, reply: Reply::Busy },
+                            Some(_) => {
+                                break 'op ClientResponse::Reply {
+                                    client: nonce,
+                                    seq: 0,
+                                    reply: Reply::Busy,
+                                }
+                            }
                             None => return Ok(()),
                         }
                     }
                 };
                 seq += 1;
-                let Ok(slot) = tx.clone().reserve_owned().await else { return Ok(()) };
+                let Ok(slot) = tx.clone().reserve_owned().await else {
+                    return Ok(());
+                };
                 // Never a retry: each line is a new seq; a line whose
                 // outcome is unknown is not resent under it.
-                if events.send(Event::Client { reply: slot, req: Request::new(id, seq, op) }).await.is_err() {
+                if events
+                    .send(Event::Client {
+                        reply: slot,
+                        req: Request::new(id, seq, op),
+                    })
+                    .await
+                    .is_err()
+                {
                     return Ok(());
                 }
                 match rx.recv().await {
@@ -105,7 +143,13 @@ pub async fn serve(
             Err(e) => ClientResponse::Error(e),
         };
         write_reply(&mut w, &mut out, &resp).await?;
-        if matches!(resp, ClientResponse::Reply { reply: Reply::SessionExpired, .. }) {
+        if matches!(
+            resp,
+            ClientResponse::Reply {
+                reply: Reply::SessionExpired,
+                ..
+            }
+        ) {
             return Ok(());
         }
         if line.capacity() > 1 << 20 {
@@ -114,7 +158,11 @@ pub async fn serve(
     }
 }
 
-async fn write_reply(w: &mut OwnedWriteHalf, out: &mut Vec<u8>, resp: &ClientResponse) -> std::io::Result<()> {
+async fn write_reply(
+    w: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+    resp: &ClientResponse,
+) -> std::io::Result<()> {
     out.clear();
     text::render_into(resp, out);
     out.push(b'\n');

@@ -18,7 +18,10 @@ pub struct CoreClock {
 impl CoreClock {
     pub fn new() -> CoreClock {
         let epoch = crate::platform::since_epoch().as_micros() as u64;
-        CoreClock { start: Instant::now(), epoch }
+        CoreClock {
+            start: Instant::now(),
+            epoch,
+        }
     }
 
     pub fn now(&self) -> u64 {
@@ -50,7 +53,12 @@ impl Timers {
 
     /// Removes and returns the timers due at `now`.
     pub fn take_due(&mut self, now: Instant) -> Vec<Timer> {
-        let due: Vec<Timer> = self.at.iter().filter(|(_, at)| **at <= now).map(|(t, _)| *t).collect();
+        let due: Vec<Timer> = self
+            .at
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(t, _)| *t)
+            .collect();
         for t in &due {
             self.at.remove(t);
         }

@@ -13,7 +13,10 @@ pub(super) fn segment_name(seq: u64) -> String {
 }
 
 pub(super) fn parse_segment_name(name: &str) -> Option<u64> {
-    name.strip_prefix("wal-")?.strip_suffix(".log")?.parse().ok()
+    name.strip_prefix("wal-")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
 }
 
 /// CRC of a record body in segment `seq` (0: the legacy file, body only).
@@ -77,8 +80,12 @@ pub(super) fn decodes_exactly(body: &[u8]) -> bool {
     use bincode::Options;
     // `bincode::deserialize`'s encoding, without its tolerance of
     // trailing bytes: a body is one record and nothing more.
-    let exact = bincode::DefaultOptions::new().with_fixint_encoding().reject_trailing_bytes();
-    exact.deserialize::<Record>(body).is_ok_and(|r| plausible(&r))
+    let exact = bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .reject_trailing_bytes();
+    exact
+        .deserialize::<Record>(body)
+        .is_ok_and(|r| plausible(&r))
 }
 
 /// No slot or ballot a replica writes comes near this (a million slots a
@@ -92,6 +99,8 @@ fn plausible(rec: &Record) -> bool {
     match rec {
         Record::Ballot(b) => b.0 < MAX_PLAUSIBLE,
         Record::Accept { slot, ballot, .. } => slot.0 < MAX_PLAUSIBLE && ballot.0 < MAX_PLAUSIBLE,
-        Record::Snapshot { trimmed, snapshot } => trimmed.0 < MAX_PLAUSIBLE && snapshot.last_executed.0 < MAX_PLAUSIBLE,
+        Record::Snapshot { trimmed, snapshot } => {
+            trimmed.0 < MAX_PLAUSIBLE && snapshot.last_executed.0 < MAX_PLAUSIBLE
+        }
     }
 }

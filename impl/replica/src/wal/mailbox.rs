@@ -13,7 +13,10 @@ pub(super) struct Mailbox<T> {
 
 impl<T> Default for Mailbox<T> {
     fn default() -> Self {
-        Mailbox { state: std::sync::Mutex::new((None, false)), ready: std::sync::Condvar::new() }
+        Mailbox {
+            state: std::sync::Mutex::new((None, false)),
+            ready: std::sync::Condvar::new(),
+        }
     }
 }
 

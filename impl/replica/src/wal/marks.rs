@@ -77,7 +77,9 @@ fn decode_copy(bytes: &[u8], at: usize) -> Option<(u64, SyncMarks)> {
     if crc32fast::hash(&copy[4..end]) != word(0) {
         return None;
     }
-    let marks = (0..count).map(|i| (long(HEAD + 16 * i), long(HEAD + 16 * i + 8))).collect();
+    let marks = (0..count)
+        .map(|i| (long(HEAD + 16 * i), long(HEAD + 16 * i + 8)))
+        .collect();
     Some((long(8), marks))
 }
 
@@ -112,7 +114,12 @@ impl MarkFile {
     pub(super) fn open(dir: &Path, generation: u64) -> std::io::Result<MarkFile> {
         let path = dir.join(MARKS);
         let fresh = fs::metadata(&path).is_err();
-        let file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)?;
         if fresh {
             file.write_all_at(&[0u8; 2 * COPY], 0)?;
             file.sync_all()?;
@@ -125,7 +132,8 @@ impl MarkFile {
     fn write(&mut self, marks: &[(u64, u64)]) -> std::io::Result<()> {
         self.generation += 1;
         let at = (self.generation % 2) as usize * COPY;
-        self.file.write_all_at(&encode(self.generation, marks), at as u64)?;
+        self.file
+            .write_all_at(&encode(self.generation, marks), at as u64)?;
         self.file.sync_data()
     }
 }
@@ -143,32 +151,42 @@ pub(super) enum Marker {
     /// Joined on close, so that the marks of the last sync are on the disk
     /// when the log is dropped (a test or a simulated restart reopens it
     /// at once).
-    Thread { mailbox: Arc<Mailbox<Vec<(u64, u64)>>>, thread: Option<std::thread::JoinHandle<()>> },
+    Thread {
+        mailbox: Arc<Mailbox<Vec<(u64, u64)>>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    },
     Inline(MarkFile),
     Off,
 }
 
 impl Marker {
     pub(super) fn start(file: Option<MarkFile>, thread: bool) -> std::io::Result<Marker> {
-        let Some(mut file) = file else { return Ok(Marker::Off) };
+        let Some(mut file) = file else {
+            return Ok(Marker::Off);
+        };
         if !thread {
             return Ok(Marker::Inline(file));
         }
         let mailbox = Arc::new(Mailbox::<Vec<(u64, u64)>>::default());
         let rx = mailbox.clone();
-        let thread = std::thread::Builder::new().name("wal-marks".into()).spawn(move || {
-            background_priority();
-            while let Some(marks) = rx.take() {
-                let started = std::time::Instant::now();
-                write_logged(&mut file, &marks);
-                // What came meanwhile waits in the mailbox (the newest
-                // only) and is written next.
-                if let Some(rest) = MARK_INTERVAL.checked_sub(started.elapsed()) {
-                    std::thread::sleep(rest);
+        let thread = std::thread::Builder::new()
+            .name("wal-marks".into())
+            .spawn(move || {
+                background_priority();
+                while let Some(marks) = rx.take() {
+                    let started = std::time::Instant::now();
+                    write_logged(&mut file, &marks);
+                    // What came meanwhile waits in the mailbox (the newest
+                    // only) and is written next.
+                    if let Some(rest) = MARK_INTERVAL.checked_sub(started.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
                 }
-            }
-        })?;
-        Ok(Marker::Thread { mailbox, thread: Some(thread) })
+            })?;
+        Ok(Marker::Thread {
+            mailbox,
+            thread: Some(thread),
+        })
     }
 
     /// Records that each segment `seq` is synced up to `end`.
@@ -211,10 +229,17 @@ mod tests {
         for i in 0..HEAD + 16 {
             let mut b = bytes.clone();
             b[COPY + i] ^= 0x10;
-            assert_eq!(decode_marks(&b), (2, SyncMarks::from([(1, 100), (2, 40)])), "byte {i}");
+            assert_eq!(
+                decode_marks(&b),
+                (2, SyncMarks::from([(1, 100), (2, 40)])),
+                "byte {i}"
+            );
         }
         assert_eq!(decode_marks(&[0u8; 2 * COPY]), (0, SyncMarks::new()));
-        assert_eq!(decode_marks(&bytes[..COPY + 10]), (2, SyncMarks::from([(1, 100), (2, 40)])));
+        assert_eq!(
+            decode_marks(&bytes[..COPY + 10]),
+            (2, SyncMarks::from([(1, 100), (2, 40)]))
+        );
     }
 
     #[test]

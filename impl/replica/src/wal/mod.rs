@@ -33,7 +33,6 @@
 //! A `wal.log` from before segments (plain CRC of the body) is replayed
 //! first and deleted once a snapshot covers it.
 
-
 mod format;
 mod mailbox;
 mod marks;
@@ -48,14 +47,16 @@ use std::sync::Arc;
 
 use stutter_core::{Ballot, DurableState, Record, Slot};
 
-pub use format::{decode_segment, decode_snapshot_file};
-pub use marks::{decode_marks, encode as encode_marks, SyncMarks};
-pub use recovery::{check_state, read_stable, scan_segment, scan_snapshot, settle, Damaged, Reads, Scan};
 use crate::platform::fs::{self, File, OpenOptions};
 use crate::platform::BACKGROUND_THREADS;
 use format::{crc, parse_segment_name, segment_name, HEADER};
-use snapshot::Snapshots;
+pub use format::{decode_segment, decode_snapshot_file};
+pub use marks::{decode_marks, encode as encode_marks, SyncMarks};
 use marks::{MarkFile, Marker, MAX_MARKS};
+pub use recovery::{
+    check_state, read_stable, scan_segment, scan_snapshot, settle, Damaged, Reads, Scan,
+};
+use snapshot::Snapshots;
 use spares::{Prep, Preparer, Spares};
 
 const LEGACY: &str = "wal.log";
@@ -65,7 +66,11 @@ const SNAPSHOT: &str = "snapshot.bin";
 /// own, extended by appending). Small under simulation: a simulated disk
 /// keeps every byte in memory, and small segments make the simulation
 /// cross segment boundaries, recycle and retire segments often.
-pub const SEGMENT_SIZE: u64 = if cfg!(any(feature = "turmoil", feature = "madsim")) { 64 << 10 } else { 32 << 20 };
+pub const SEGMENT_SIZE: u64 = if cfg!(any(feature = "turmoil", feature = "madsim")) {
+    64 << 10
+} else {
+    32 << 20
+};
 /// Recycled segments kept beyond this are deleted.
 const MAX_RECYCLABLE: usize = 2;
 
@@ -74,7 +79,10 @@ fn read_twice(path: &Path) -> std::io::Result<Vec<u8>> {
     match read_stable(|| fs::read(path))? {
         Reads::Stable(bytes) => Ok(bytes),
         // Not judged as damage: the disk may read well after a restart.
-        Reads::Unstable => Err(other(format!("{}: three reads gave three different contents", path.display()))),
+        Reads::Unstable => Err(other(format!(
+            "{}: three reads gave three different contents",
+            path.display()
+        ))),
     }
 }
 
@@ -138,7 +146,6 @@ pub struct Wal {
     restart: bool,
 }
 
-
 impl Wal {
     /// Opens (creating if needed) the log in `dir` and returns it with the
     /// state its records hold. `fsync = false` is for unsafe experiments only.
@@ -146,14 +153,19 @@ impl Wal {
         Self::open_with(dir, fsync, SEGMENT_SIZE)
     }
 
-    fn open_with(dir: &Path, fsync: bool, segment_size: u64) -> std::io::Result<(Wal, DurableState)> {
+    fn open_with(
+        dir: &Path,
+        fsync: bool,
+        segment_size: u64,
+    ) -> std::io::Result<(Wal, DurableState)> {
         fs::create_dir_all(dir)?;
         let mut state = DurableState::default();
         let mut snapshot_trimmed = 0;
         let snapshot_path = dir.join(SNAPSHOT);
         if fs::metadata(&snapshot_path).is_ok() {
             let bytes = read_twice(&snapshot_path)?;
-            let rec = scan_snapshot(&bytes, &snapshot_path.display().to_string()).map_err(Damaged::into_io)?;
+            let rec = scan_snapshot(&bytes, &snapshot_path.display().to_string())
+                .map_err(Damaged::into_io)?;
             if let Record::Snapshot { trimmed, .. } = &rec {
                 snapshot_trimmed = trimmed.0;
             }
@@ -168,7 +180,9 @@ impl Wal {
         }
         seqs.sort_unstable();
         let (generation, marks) = marks::read_marks(dir)?;
-        let restart = !seqs.is_empty() || fs::metadata(&snapshot_path).is_ok() || fs::metadata(dir.join(LEGACY)).is_ok();
+        let restart = !seqs.is_empty()
+            || fs::metadata(&snapshot_path).is_ok()
+            || fs::metadata(dir.join(LEGACY)).is_ok();
         let mut sealed = Vec::new();
         let mut records = 0usize;
         let mut bytes_total = 0u64;
@@ -180,8 +194,13 @@ impl Wal {
         files.extend(seqs.iter().map(|s| (*s, dir.join(segment_name(*s)))));
         for (seq, path) in files {
             let bytes = read_twice(&path)?;
-            let synced = if seq == 0 { 0 } else { marks.get(&seq).copied().unwrap_or(0) };
-            let scan = scan_segment(&bytes, seq, &path.display().to_string(), synced).map_err(Damaged::into_io)?;
+            let synced = if seq == 0 {
+                0
+            } else {
+                marks.get(&seq).copied().unwrap_or(0)
+            };
+            let scan = scan_segment(&bytes, seq, &path.display().to_string(), synced)
+                .map_err(Damaged::into_io)?;
             let mut max_slot = Slot::ZERO;
             for rec in scan.records {
                 if let Record::Accept { slot, .. } = &rec {
@@ -198,7 +217,13 @@ impl Wal {
                 // it is made durable before its marks claim it.
                 OpenOptions::new().write(true).open(&path)?.sync_data()?;
             }
-            sealed.push(Sealed { path, max_slot, legacy: seq == 0, seq, end: scan.valid as u64 });
+            sealed.push(Sealed {
+                path,
+                max_slot,
+                legacy: seq == 0,
+                seq,
+                end: scan.valid as u64,
+            });
         }
         if let Some((from, to)) = settle(&mut state) {
             tracing::warn!(from = from.0, to = to.0, "snapshot.bin is ahead of the durable log (a crash between the two writes): log trimmed to it");
@@ -206,7 +231,14 @@ impl Wal {
         // What the core's recovery relies on; a disk that breaks it must
         // stop the replica here, with the damage named, not in the core.
         check_state(&state, &dir.join(SNAPSHOT).display().to_string()).map_err(Damaged::into_io)?;
-        tracing::info!(records, bytes = bytes_total, segments = sealed.len(), ballot = state.ballot.0, accepted = state.accepted.len(), "write-ahead log recovered");
+        tracing::info!(
+            records,
+            bytes = bytes_total,
+            segments = sealed.len(),
+            ballot = state.ballot.0,
+            accepted = state.accepted.len(),
+            "write-ahead log recovered"
+        );
 
         // Always continue in a fresh segment: the tails of the old ones
         // (torn, or stale from an earlier life) stay as they are. This also
@@ -214,15 +246,29 @@ impl Wal {
         // before any segment is retired on its account.
         let seq = seqs.last().copied().unwrap_or(0) + 1;
         let path = dir.join(segment_name(seq));
-        let file = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)?;
         file.sync_all()?;
         fs::sync_dir(dir)?;
 
         let snapshot_durable = Arc::new(AtomicU64::new(snapshot_trimmed));
         let snapshots = Snapshots::start(dir, fsync, snapshot_durable.clone(), BACKGROUND_THREADS)?;
-        let prep = Preparer { dir: dir.to_path_buf(), next_seq: seq + 1, segment_size, recyclable: Vec::new() };
+        let prep = Preparer {
+            dir: dir.to_path_buf(),
+            next_seq: seq + 1,
+            segment_size,
+            recyclable: Vec::new(),
+        };
         let spares = Spares::start(prep, BACKGROUND_THREADS)?;
-        let mark_file = if fsync { Some(MarkFile::open(dir, generation)?) } else { None };
+        let mark_file = if fsync {
+            Some(MarkFile::open(dir, generation)?)
+        } else {
+            None
+        };
         let marker = Marker::start(mark_file, BACKGROUND_THREADS)?;
         let mut wal = Wal {
             dir: dir.to_path_buf(),
@@ -230,7 +276,13 @@ impl Wal {
             segment_size,
             snapshots,
             snapshot_durable,
-            cur: Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 },
+            cur: Current {
+                seq,
+                file,
+                off: 0,
+                max_slot: Slot::ZERO,
+                header: 0,
+            },
             unsynced: Vec::new(),
             sealed,
             spares,
@@ -277,9 +329,12 @@ impl Wal {
     fn write_record(&mut self, rec: &Record) -> std::io::Result<()> {
         let start = self.buf.len();
         self.buf.extend_from_slice(&[0u8; HEADER]);
-        bincode::serialize_into(&mut self.buf, rec).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        bincode::serialize_into(&mut self.buf, rec)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         let len = self.buf.len() - start - HEADER;
-        let len32 = u32::try_from(len).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "record too large"))?;
+        let len32 = u32::try_from(len).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "record too large")
+        })?;
         let end = self.cur.off + self.buf.len() as u64;
         if end > self.segment_size && self.cur.off + start as u64 > self.cur.header {
             // Does not fit: what came before goes to this segment, the
@@ -320,7 +375,16 @@ impl Wal {
         }
         let (seq, file) = self.spares.recv()?;
         self.spare_requested = false;
-        let old = std::mem::replace(&mut self.cur, Current { seq, file, off: 0, max_slot: Slot::ZERO, header: 0 });
+        let old = std::mem::replace(
+            &mut self.cur,
+            Current {
+                seq,
+                file,
+                off: 0,
+                max_slot: Slot::ZERO,
+                header: 0,
+            },
+        );
         self.sealed.push(Sealed {
             path: self.dir.join(segment_name(old.seq)),
             max_slot: old.max_slot,
@@ -359,7 +423,11 @@ impl Wal {
         if let Marker::Off = self.marker {
             return;
         }
-        let sealed = self.sealed.iter().filter(|s| !s.legacy).map(|s| (s.seq, s.end));
+        let sealed = self
+            .sealed
+            .iter()
+            .filter(|s| !s.legacy)
+            .map(|s| (s.seq, s.end));
         let mut marks: Vec<(u64, u64)> = sealed.chain([(self.cur.seq, self.cur.off)]).collect();
         if marks.len() > MAX_MARKS {
             marks.drain(..marks.len() - MAX_MARKS);
@@ -376,7 +444,9 @@ impl Wal {
         }
         // The current segment holds the ballot; a sealed one holds nothing
         // else the snapshot does not cover.
-        let (gone, kept): (Vec<Sealed>, Vec<Sealed>) = std::mem::take(&mut self.sealed).into_iter().partition(|s| s.max_slot <= t);
+        let (gone, kept): (Vec<Sealed>, Vec<Sealed>) = std::mem::take(&mut self.sealed)
+            .into_iter()
+            .partition(|s| s.max_slot <= t);
         self.sealed = kept;
         for s in gone {
             self.spares.send(Prep::Retire(s));

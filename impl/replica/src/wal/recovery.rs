@@ -72,7 +72,11 @@ impl Damaged {
             if let Some(d) = e.downcast_ref::<Damaged>() {
                 return Some(d);
             }
-            if let Some(d) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()).and_then(|i| i.downcast_ref::<Damaged>()) {
+            if let Some(d) = e
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|i| i.downcast_ref::<Damaged>())
+            {
                 return Some(d);
             }
             cur = e.source();
@@ -112,7 +116,10 @@ pub fn scan_segment(bytes: &[u8], seq: u64, file: &str, synced: u64) -> Result<S
             what: format!("the record here does not read back as written, and this file had been synced up to byte {synced}"),
         });
     }
-    Ok(Scan { records, valid: off })
+    Ok(Scan {
+        records,
+        valid: off,
+    })
 }
 
 /// The first offset at or after `from` where a valid record of segment
@@ -125,18 +132,27 @@ pub fn scan_segment(bytes: &[u8], seq: u64, file: &str, synced: u64) -> Result<S
 fn next_valid(bytes: &[u8], from: usize, seq: u64) -> Option<usize> {
     let end = bytes.len().checked_sub(HEADER + 4)?;
     (from..=end).find(|&off| {
-        let Some(h) = bytes.get(off..off + HEADER + 4) else { return false };
+        let Some(h) = bytes.get(off..off + HEADER + 4) else {
+            return false;
+        };
         let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
         // bincode's enum tag: a u32, 0..=2 for the three record kinds.
         let tag_ok = h[8] <= 2 && h[9] == 0 && h[10] == 0 && h[11] == 0;
         let body = || bytes.get(off + HEADER..off + HEADER + len);
-        len >= 4 && tag_ok && body().is_some_and(decodes_exactly) && parse_one(bytes, off, seq).is_some()
+        len >= 4
+            && tag_ok
+            && body().is_some_and(decodes_exactly)
+            && parse_one(bytes, off, seq).is_some()
     })
 }
 
 /// Judges the bytes of a `snapshot.bin`.
 pub fn scan_snapshot(bytes: &[u8], file: &str) -> Result<Record, Damaged> {
-    let damaged = |what: &str| Damaged { file: file.to_owned(), offset: 0, what: what.to_owned() };
+    let damaged = |what: &str| Damaged {
+        file: file.to_owned(),
+        offset: 0,
+        what: what.to_owned(),
+    };
     match parse_one(bytes, 0, 0) {
         Some((rec @ Record::Snapshot { .. }, end)) if end == bytes.len() => Ok(rec),
         Some((Record::Snapshot { .. }, end)) => Err(Damaged {
@@ -145,7 +161,9 @@ pub fn scan_snapshot(bytes: &[u8], file: &str) -> Result<Record, Damaged> {
             what: format!("{} bytes after the snapshot record", bytes.len() - end),
         }),
         Some(_) => Err(damaged("it holds a record that is not a snapshot")),
-        None => Err(damaged("the snapshot record does not read back as written (torn, bad CRC or implausible)")),
+        None => Err(damaged(
+            "the snapshot record does not read back as written (torn, bad CRC or implausible)",
+        )),
     }
 }
 
@@ -179,13 +197,29 @@ pub fn settle(state: &mut DurableState) -> Option<(Slot, Slot)> {
 /// Checks that the recovered state is one a replica could have written;
 /// `snapshot_file` names where its snapshot came from.
 pub fn check_state(state: &DurableState, snapshot_file: &str) -> Result<(), Damaged> {
-    let damaged = |what: String| Err(Damaged { file: snapshot_file.to_owned(), offset: 0, what });
-    let le = state.snapshot.as_ref().map(|s| s.last_executed).unwrap_or_default();
+    let damaged = |what: String| {
+        Err(Damaged {
+            file: snapshot_file.to_owned(),
+            offset: 0,
+            what,
+        })
+    };
+    let le = state
+        .snapshot
+        .as_ref()
+        .map(|s| s.last_executed)
+        .unwrap_or_default();
     if state.snapshot.is_none() && state.trimmed.0 > 0 {
-        return damaged(format!("the log is trimmed to slot {} but there is no snapshot", state.trimmed.0));
+        return damaged(format!(
+            "the log is trimmed to slot {} but there is no snapshot",
+            state.trimmed.0
+        ));
     }
     if state.trimmed > le {
-        return damaged(format!("trimmed to slot {} beyond the snapshot's last executed slot {}", state.trimmed.0, le.0));
+        return damaged(format!(
+            "trimmed to slot {} beyond the snapshot's last executed slot {}",
+            state.trimmed.0, le.0
+        ));
     }
     if le > state.trimmed && !state.accepted.contains_key(&le) {
         return damaged(format!(

@@ -21,25 +21,44 @@ pub(super) enum Snapshots {
     /// A newer snapshot replaces one not yet written; the segments the
     /// older would have retired stay until the newer is durable.
     Thread(Arc<Mailbox<Record>>),
-    Inline { dir: PathBuf, fsync: bool, durable: Arc<AtomicU64> },
+    Inline {
+        dir: PathBuf,
+        fsync: bool,
+        durable: Arc<AtomicU64>,
+    },
 }
 
 impl Snapshots {
-    pub(super) fn start(dir: &Path, fsync: bool, durable: Arc<AtomicU64>, thread: bool) -> std::io::Result<Snapshots> {
+    pub(super) fn start(
+        dir: &Path,
+        fsync: bool,
+        durable: Arc<AtomicU64>,
+        thread: bool,
+    ) -> std::io::Result<Snapshots> {
         if !thread {
-            return Ok(Snapshots::Inline { dir: dir.to_path_buf(), fsync, durable });
+            return Ok(Snapshots::Inline {
+                dir: dir.to_path_buf(),
+                fsync,
+                durable,
+            });
         }
         let mailbox = Arc::new(Mailbox::default());
         let srx = mailbox.clone();
         let dir = dir.to_path_buf();
-        std::thread::Builder::new().name("snapshot".into()).spawn(move || snapshot_thread(dir, srx, fsync, durable))?;
+        std::thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || snapshot_thread(dir, srx, fsync, durable))?;
         Ok(Snapshots::Thread(mailbox))
     }
 
     pub(super) fn put(&self, rec: Record) {
         match self {
             Snapshots::Thread(mailbox) => mailbox.put(rec),
-            Snapshots::Inline { dir, fsync, durable } => write_and_publish(dir, &rec, *fsync, false, durable),
+            Snapshots::Inline {
+                dir,
+                fsync,
+                durable,
+            } => write_and_publish(dir, &rec, *fsync, false, durable),
         }
     }
 
@@ -57,7 +76,12 @@ const SNAPSHOT_STEP_PAUSE: std::time::Duration = std::time::Duration::from_milli
 
 /// Writes snapshots as they come, the newest when several came meanwhile.
 /// A failure is logged and the log keeps every instance.
-fn snapshot_thread(dir: PathBuf, mailbox: Arc<Mailbox<Record>>, fsync: bool, durable: Arc<AtomicU64>) {
+fn snapshot_thread(
+    dir: PathBuf,
+    mailbox: Arc<Mailbox<Record>>,
+    fsync: bool,
+    durable: Arc<AtomicU64>,
+) {
     background_priority();
     while let Some(rec) = mailbox.take() {
         write_and_publish(&dir, &rec, fsync, true, &durable);
@@ -71,18 +95,26 @@ fn write_and_publish(dir: &Path, rec: &Record, fsync: bool, paced: bool, durable
         Ok(()) => {
             if let Record::Snapshot { trimmed, .. } = rec {
                 durable.fetch_max(trimmed.0, Ordering::AcqRel);
-                tracing::info!(trimmed = trimmed.0, ms = started.elapsed().as_millis() as u64, "snapshot.bin written");
+                tracing::info!(
+                    trimmed = trimmed.0,
+                    ms = started.elapsed().as_millis() as u64,
+                    "snapshot.bin written"
+                );
             }
         }
-        Err(e) => tracing::error!(error = %e, "writing snapshot.bin failed; the log still holds everything"),
+        Err(e) => {
+            tracing::error!(error = %e, "writing snapshot.bin failed; the log still holds everything")
+        }
     }
 }
 
 /// `paced`: pause after each step's sync (a thread's luxury; inline
 /// writing under simulation does not sleep).
 fn write_snapshot(dir: &Path, rec: &Record, fsync: bool, paced: bool) -> std::io::Result<()> {
-    let body = bincode::serialize(rec).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    let len = u32::try_from(body.len()).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "snapshot too large"))?;
+    let body = bincode::serialize(rec)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let len = u32::try_from(body.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "snapshot too large"))?;
     let tmp = dir.join("snapshot.bin.tmp");
     let mut f = File::create(&tmp)?;
     let mut head = [0u8; 8];

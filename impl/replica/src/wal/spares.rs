@@ -23,19 +23,33 @@ type Spare = std::io::Result<(u64, File)>;
 /// (real process) or the same work done at once (simulation, where a
 /// thread would escape the simulated disk's host and scheduling).
 pub(super) enum Spares {
-    Thread { tx: std::sync::mpsc::Sender<Prep>, rx: std::sync::mpsc::Receiver<Spare> },
-    Inline { prep: Preparer, ready: VecDeque<Spare> },
+    Thread {
+        tx: std::sync::mpsc::Sender<Prep>,
+        rx: std::sync::mpsc::Receiver<Spare>,
+    },
+    Inline {
+        prep: Preparer,
+        ready: VecDeque<Spare>,
+    },
 }
 
 impl Spares {
     pub(super) fn start(prep: Preparer, thread: bool) -> std::io::Result<Spares> {
         if !thread {
-            return Ok(Spares::Inline { prep, ready: VecDeque::new() });
+            return Ok(Spares::Inline {
+                prep,
+                ready: VecDeque::new(),
+            });
         }
         let (ptx, prx) = std::sync::mpsc::channel::<Prep>();
         let (sparetx, sparerx) = std::sync::mpsc::channel();
-        std::thread::Builder::new().name("wal-prep".into()).spawn(move || preparer(prep, prx, sparetx))?;
-        Ok(Spares::Thread { tx: ptx, rx: sparerx })
+        std::thread::Builder::new()
+            .name("wal-prep".into())
+            .spawn(move || preparer(prep, prx, sparetx))?;
+        Ok(Spares::Thread {
+            tx: ptx,
+            rx: sparerx,
+        })
     }
 
     pub(super) fn send(&mut self, msg: Prep) {
@@ -83,8 +97,18 @@ impl Preparer {
             Prep::Spare => {
                 let started = std::time::Instant::now();
                 let recycled = !self.recyclable.is_empty();
-                let r = prepare(&self.dir, self.next_seq, self.segment_size, self.recyclable.pop());
-                tracing::info!(seq = self.next_seq, recycled, ms = started.elapsed().as_millis() as u64, "spare segment ready");
+                let r = prepare(
+                    &self.dir,
+                    self.next_seq,
+                    self.segment_size,
+                    self.recyclable.pop(),
+                );
+                tracing::info!(
+                    seq = self.next_seq,
+                    recycled,
+                    ms = started.elapsed().as_millis() as u64,
+                    "spare segment ready"
+                );
                 self.next_seq += 1;
                 Some(r)
             }
@@ -93,7 +117,11 @@ impl Preparer {
 }
 
 /// The preparer thread: keeps spare segments coming.
-fn preparer(mut prep: Preparer, rx: std::sync::mpsc::Receiver<Prep>, tx: std::sync::mpsc::Sender<Spare>) {
+fn preparer(
+    mut prep: Preparer,
+    rx: std::sync::mpsc::Receiver<Prep>,
+    tx: std::sync::mpsc::Sender<Spare>,
+) {
     background_priority();
     while let Ok(msg) = rx.recv() {
         if let Some(r) = prep.handle(msg) {
@@ -117,7 +145,12 @@ fn prepare(dir: &Path, seq: u64, segment_size: u64, recycle: Option<PathBuf>) ->
         let _ = fs::remove_file(&old);
     }
     let tmp = dir.join("wal-spare.tmp");
-    let file = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&tmp)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&tmp)?;
     let zeros = vec![0u8; (1 << 20).min(segment_size as usize)];
     let mut off = 0;
     while off < segment_size {

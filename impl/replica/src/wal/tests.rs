@@ -7,17 +7,28 @@ use super::format::parse_one;
 use super::*;
 
 fn accept(slot: u64, ballot: u64) -> Record {
-    Record::Accept { slot: Slot(slot), ballot: Ballot(ballot), value: Value::Noop }
+    Record::Accept {
+        slot: Slot(slot),
+        ballot: Ballot(ballot),
+        value: Value::Noop,
+    }
 }
 
 fn big(slot: u64, ballot: u64, bytes: usize) -> Record {
     let req = stutter_core::Request {
         client: 1,
         seq: slot,
-        op: stutter_core::Op::Put { key: "k".into(), value: vec![b'x'; bytes].into() },
+        op: stutter_core::Op::Put {
+            key: "k".into(),
+            value: vec![b'x'; bytes].into(),
+        },
         retry: false,
     };
-    Record::Accept { slot: Slot(slot), ballot: Ballot(ballot), value: Value::Batch(Arc::new(vec![req])) }
+    Record::Accept {
+        slot: Slot(slot),
+        ballot: Ballot(ballot),
+        value: Value::Batch(Arc::new(vec![req])),
+    }
 }
 
 fn segment_files(dir: &Path) -> Vec<String> {
@@ -45,20 +56,25 @@ fn records_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let (mut w, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s, DurableState::default());
-    w.append(vec![Record::Ballot(Ballot(257)), accept(1, 257)]).unwrap();
+    w.append(vec![Record::Ballot(Ballot(257)), accept(1, 257)])
+        .unwrap();
     w.append(vec![accept(2, 257)]).unwrap();
     w.sync().unwrap();
     drop(w);
     let (_, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s.ballot, Ballot(257));
-    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
 }
 
 #[test]
 fn torn_tail_is_ignored_and_the_log_stays_usable() {
     let dir = tempfile::tempdir().unwrap();
     let (mut w, _) = Wal::open(dir.path(), true).unwrap();
-    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1)]).unwrap();
+    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1)])
+        .unwrap();
     w.sync().unwrap();
     // Written, not synced: the crash comes before the group commit's sync.
     w.append(vec![accept(2, 1)]).unwrap();
@@ -75,7 +91,10 @@ fn torn_tail_is_ignored_and_the_log_stays_usable() {
     w.sync().unwrap();
     drop(w);
     let (_, s) = Wal::open(dir.path(), true).unwrap();
-    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 3]);
+    assert_eq!(
+        s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(),
+        vec![1, 3]
+    );
     assert_eq!(s.ballot, Ballot(1));
 }
 
@@ -83,7 +102,8 @@ fn torn_tail_is_ignored_and_the_log_stays_usable() {
 fn a_corrupt_unsynced_tail_stops_replay_of_that_segment_there() {
     let dir = tempfile::tempdir().unwrap();
     let (mut w, _) = Wal::open(dir.path(), true).unwrap();
-    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1)]).unwrap();
+    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1)])
+        .unwrap();
     w.sync().unwrap();
     w.append(vec![accept(2, 1)]).unwrap();
     w.flush_buf().unwrap();
@@ -94,7 +114,11 @@ fn a_corrupt_unsynced_tail_stops_replay_of_that_segment_there() {
     f.write_all_at(&[0x55], len - 2).unwrap();
     let (_, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s.ballot, Ballot(1));
-    assert_eq!(s.accepted.len(), 1, "the corrupt record and everything after it is dropped");
+    assert_eq!(
+        s.accepted.len(),
+        1,
+        "the corrupt record and everything after it is dropped"
+    );
 }
 
 /// The turmoil layer's seeds 11 and 51 (`--damage 0.2`): a replica's only
@@ -114,11 +138,17 @@ fn a_synced_last_record_damaged_later_is_damage_not_a_torn_tail() {
         for f in [name.as_str(), marks::MARKS] {
             std::fs::copy(dir.path().join(f), d2.path().join(f)).unwrap();
         }
-        let f = OpenOptions::new().read(true).write(true).open(d2.path().join(&name)).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(d2.path().join(&name))
+            .unwrap();
         let mut b = [0u8];
         f.read_exact_at(&mut b, at).unwrap();
         f.write_all_at(&[b[0] ^ 0x04], at).unwrap();
-        let err = Wal::open(d2.path(), true).err().unwrap_or_else(|| panic!("byte {at} flipped: opened"));
+        let err = Wal::open(d2.path(), true)
+            .err()
+            .unwrap_or_else(|| panic!("byte {at} flipped: opened"));
         let d = damage_of(&err);
         assert_eq!(d.offset, 0, "byte {at}");
         assert!(d.what.contains(&format!("synced up to byte {len}")), "{d}");
@@ -126,7 +156,10 @@ fn a_synced_last_record_damaged_later_is_damage_not_a_torn_tail() {
     // Without its marks (a log from before them, or a damaged marks
     // file) the same damage is still cut as a torn tail: the old rule.
     std::fs::remove_file(dir.path().join(marks::MARKS)).unwrap();
-    let f = OpenOptions::new().write(true).open(dir.path().join(&name)).unwrap();
+    let f = OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(&name))
+        .unwrap();
     f.write_all_at(&[0xff], len - 1).unwrap();
     let (_, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s.ballot, Ballot::ZERO);
@@ -138,7 +171,8 @@ fn a_synced_last_record_damaged_later_is_damage_not_a_torn_tail() {
 fn marks_carry_over_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (mut w, _) = Wal::open(dir.path(), true).unwrap();
-    w.append(vec![Record::Ballot(Ballot(3)), accept(1, 3)]).unwrap();
+    w.append(vec![Record::Ballot(Ballot(3)), accept(1, 3)])
+        .unwrap();
     w.sync().unwrap();
     let (name, len) = (segment_name(w.cur.seq), w.cur.off);
     drop(w);
@@ -146,10 +180,21 @@ fn marks_carry_over_a_restart() {
     assert_eq!(s.accepted.len(), 1);
     drop(w);
     let (_, marks) = marks::read_marks(dir.path()).unwrap();
-    assert_eq!(marks.get(&parse_segment_name(&name).unwrap()), Some(&len), "{marks:?}");
-    let f = OpenOptions::new().write(true).open(dir.path().join(&name)).unwrap();
+    assert_eq!(
+        marks.get(&parse_segment_name(&name).unwrap()),
+        Some(&len),
+        "{marks:?}"
+    );
+    let f = OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(&name))
+        .unwrap();
     f.write_all_at(&[0x5a], len - 1).unwrap();
-    let d = damage_of(&Wal::open(dir.path(), true).err().expect("damage must not open"));
+    let d = damage_of(
+        &Wal::open(dir.path(), true)
+            .err()
+            .expect("damage must not open"),
+    );
     assert!(d.file.ends_with(&name), "{d}");
 }
 
@@ -193,13 +238,17 @@ fn full_segments_continue_in_preallocated_ones_that_start_with_the_ballot() {
 fn a_record_larger_than_a_segment_gets_one_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let (mut w, _) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-    w.append(vec![Record::Ballot(Ballot(2)), accept(1, 2)]).unwrap();
+    w.append(vec![Record::Ballot(Ballot(2)), accept(1, 2)])
+        .unwrap();
     w.append(vec![big(2, 2, 3 * SMALL as usize)]).unwrap();
     w.append(vec![accept(3, 2)]).unwrap();
     w.sync().unwrap();
     drop(w);
     let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
-    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
 }
 
 #[test]
@@ -216,8 +265,15 @@ fn durable_snapshot_retires_old_segments_and_recycled_ones_replay_nothing_stale(
     let before = w.segments();
     // A snapshot covering all but the last few slots.
     let t = n - 3;
-    let snap = Arc::new(Snapshot { last_executed: Slot(t), ..Default::default() });
-    w.append(vec![Record::Snapshot { trimmed: Slot(t), snapshot: snap }]).unwrap();
+    let snap = Arc::new(Snapshot {
+        last_executed: Slot(t),
+        ..Default::default()
+    });
+    w.append(vec![Record::Snapshot {
+        trimmed: Slot(t),
+        snapshot: snap,
+    }])
+    .unwrap();
     w.sync().unwrap();
     wait_for(|| w.snapshot_durable.load(Ordering::Acquire) == t);
     // Retired once a later sync sees the durable snapshot.
@@ -225,15 +281,26 @@ fn durable_snapshot_retires_old_segments_and_recycled_ones_replay_nothing_stale(
         w.append(vec![big(slot, 3, per - 200)]).unwrap();
         w.sync().unwrap();
     }
-    assert!(w.segments() < before + 1, "{} segments, {before} before", w.segments());
+    assert!(
+        w.segments() < before + 1,
+        "{} segments, {before} before",
+        w.segments()
+    );
     drop(w);
-    assert!(segment_files(dir.path()).len() < before + 4, "retired segments are reused or removed");
+    assert!(
+        segment_files(dir.path()).len() < before + 4,
+        "retired segments are reused or removed"
+    );
     let (_, s) = Wal::open_with(dir.path(), true, SMALL).unwrap();
     assert_eq!(s.ballot, Ballot(3));
     assert_eq!(s.trimmed, Slot(t));
     assert_eq!(s.snapshot.map(|s| s.last_executed), Some(Slot(t)));
     let keys: Vec<u64> = s.accepted.keys().map(|k| k.0).collect();
-    assert_eq!(keys, (t + 1..=n + 40).collect::<Vec<_>>(), "every instance above the snapshot, none stale");
+    assert_eq!(
+        keys,
+        (t + 1..=n + 40).collect::<Vec<_>>(),
+        "every instance above the snapshot, none stale"
+    );
 }
 
 #[test]
@@ -244,8 +311,15 @@ fn without_the_snapshot_file_the_segments_still_hold_everything_it_did_not_retir
     for slot in 1..=10 {
         w.append(vec![accept(slot, 3)]).unwrap();
     }
-    let snap = Arc::new(Snapshot { last_executed: Slot(6), ..Default::default() });
-    w.append(vec![Record::Snapshot { trimmed: Slot(6), snapshot: snap }]).unwrap();
+    let snap = Arc::new(Snapshot {
+        last_executed: Slot(6),
+        ..Default::default()
+    });
+    w.append(vec![Record::Snapshot {
+        trimmed: Slot(6),
+        snapshot: snap,
+    }])
+    .unwrap();
     w.append(vec![accept(11, 3)]).unwrap();
     w.sync().unwrap();
     wait_for(|| dir.path().join(SNAPSHOT).exists());
@@ -253,7 +327,10 @@ fn without_the_snapshot_file_the_segments_still_hold_everything_it_did_not_retir
     let (_, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s.trimmed, Slot(6));
     assert_eq!(s.snapshot.map(|s| s.last_executed), Some(Slot(6)));
-    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), (7..=11).collect::<Vec<_>>());
+    assert_eq!(
+        s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(),
+        (7..=11).collect::<Vec<_>>()
+    );
     std::fs::remove_file(dir.path().join(SNAPSHOT)).unwrap();
     let (_, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s.trimmed, Slot(0));
@@ -268,7 +345,10 @@ fn records_of_a_recycled_segment_are_stale_under_its_new_number() {
     bytes.extend_from_slice(&crc(5, &body).to_le_bytes());
     bytes.extend_from_slice(&body);
     assert!(parse_one(&bytes, 0, 5).is_some());
-    assert!(parse_one(&bytes, 0, 9).is_none(), "written as segment 5, now named 9");
+    assert!(
+        parse_one(&bytes, 0, 9).is_none(),
+        "written as segment 5, now named 9"
+    );
     assert!(parse_one(&[0u8; 64], 0, 9).is_none(), "zero-filled");
 }
 
@@ -286,7 +366,10 @@ fn records_with_impossible_slots_or_ballots_end_replay_like_corruption() {
         Record::Ballot(Ballot(u64::MAX)),
         accept(u64::MAX, 1),
         accept(1, 1 << 62),
-        Record::Snapshot { trimmed: Slot(u64::MAX), snapshot: snap.clone() },
+        Record::Snapshot {
+            trimmed: Slot(u64::MAX),
+            snapshot: snap.clone(),
+        },
     ] {
         let seg = [rec(&accept(1, 1)), rec(&bad), rec(&accept(2, 1))].concat();
         let (records, valid) = decode_segment(&seg, 3);
@@ -313,7 +396,10 @@ fn legacy_single_file_log_is_replayed() {
     w.sync().unwrap();
     drop(w);
     let (_, s) = Wal::open(dir.path(), true).unwrap();
-    assert_eq!(s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
 }
 
 // ----- torn tails against damage (recovery.rs, issue 16) -----
@@ -331,7 +417,9 @@ fn encoded(seq: u64, recs: &[Record]) -> Vec<u8> {
 }
 
 fn damage_of(err: &std::io::Error) -> Damaged {
-    Damaged::find(err).cloned().unwrap_or_else(|| panic!("not a damage error: {err}"))
+    Damaged::find(err)
+        .cloned()
+        .unwrap_or_else(|| panic!("not a damage error: {err}"))
 }
 
 #[test]
@@ -350,7 +438,8 @@ fn a_torn_tail_is_cut_off_and_the_prefix_kept() {
                 // The fill restored the bytes cut off (trailing zeros).
                 continue;
             }
-            let scan = scan_segment(&bytes, 7, "seg", 0).unwrap_or_else(|d| panic!("cut at {cut}: {d}"));
+            let scan =
+                scan_segment(&bytes, 7, "seg", 0).unwrap_or_else(|d| panic!("cut at {cut}: {d}"));
             assert_eq!(scan.records, recs[..2].to_vec(), "cut at {cut}");
             assert_eq!(scan.valid, prefix);
         }
@@ -358,17 +447,30 @@ fn a_torn_tail_is_cut_off_and_the_prefix_kept() {
     // A flipped byte in the last record, nothing valid after: torn as well.
     let mut bytes = whole.clone();
     *bytes.last_mut().unwrap() ^= 0x40;
-    assert_eq!(scan_segment(&bytes, 7, "seg", 0).unwrap().records, recs[..2].to_vec());
+    assert_eq!(
+        scan_segment(&bytes, 7, "seg", 0).unwrap().records,
+        recs[..2].to_vec()
+    );
     // Unless the segment was known to be synced past it: then it is damage.
     let d = scan_segment(&bytes, 7, "seg", whole.len() as u64).unwrap_err();
     assert_eq!(d.offset, prefix as u64, "{d}");
     // Marks that end before the bad record leave it a torn tail.
-    assert_eq!(scan_segment(&bytes, 7, "seg", prefix as u64).unwrap().records, recs[..2].to_vec());
+    assert_eq!(
+        scan_segment(&bytes, 7, "seg", prefix as u64)
+            .unwrap()
+            .records,
+        recs[..2].to_vec()
+    );
 }
 
 #[test]
 fn a_flipped_byte_in_a_middle_record_is_damage_at_its_offset() {
-    let recs = [Record::Ballot(Ballot(4)), accept(1, 4), accept(2, 4), accept(3, 4)];
+    let recs = [
+        Record::Ballot(Ballot(4)),
+        accept(1, 4),
+        accept(2, 4),
+        accept(3, 4),
+    ];
     let whole = encoded(7, &recs);
     let start = encoded(7, &recs[..2]).len();
     let end = encoded(7, &recs[..3]).len();
@@ -377,8 +479,17 @@ fn a_flipped_byte_in_a_middle_record_is_damage_at_its_offset() {
         let mut bytes = whole.clone();
         bytes[at] ^= 0x10;
         let d = scan_segment(&bytes, 7, "wal-7", 0).unwrap_err();
-        assert_eq!((d.file.as_str(), d.offset), ("wal-7", start as u64), "byte {at} flipped");
-        assert!(d.what.contains(&format!("valid record follows at byte {end}")) || at < start + 4, "{d}");
+        assert_eq!(
+            (d.file.as_str(), d.offset),
+            ("wal-7", start as u64),
+            "byte {at} flipped"
+        );
+        assert!(
+            d.what
+                .contains(&format!("valid record follows at byte {end}"))
+                || at < start + 4,
+            "{d}"
+        );
     }
 }
 
@@ -386,19 +497,36 @@ fn a_flipped_byte_in_a_middle_record_is_damage_at_its_offset() {
 fn a_damaged_record_in_the_middle_stops_the_log_from_opening() {
     let dir = tempfile::tempdir().unwrap();
     let (mut w, _) = Wal::open(dir.path(), true).unwrap();
-    w.append(vec![Record::Ballot(Ballot(1)), accept(1, 1), accept(2, 1), accept(3, 1)]).unwrap();
+    w.append(vec![
+        Record::Ballot(Ballot(1)),
+        accept(1, 1),
+        accept(2, 1),
+        accept(3, 1),
+    ])
+    .unwrap();
     w.sync().unwrap();
     let name = segment_name(w.cur.seq);
     drop(w);
     let second = encoded(1, &[Record::Ballot(Ballot(1)), accept(1, 1)]).len();
-    let f = OpenOptions::new().write(true).open(dir.path().join(&name)).unwrap();
-    f.write_all_at(&[0x55], second as u64 + HEADER as u64 + 2).unwrap();
-    let err = Wal::open(dir.path(), true).err().expect("damage must not open");
+    let f = OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(&name))
+        .unwrap();
+    f.write_all_at(&[0x55], second as u64 + HEADER as u64 + 2)
+        .unwrap();
+    let err = Wal::open(dir.path(), true)
+        .err()
+        .expect("damage must not open");
     let d = damage_of(&err);
     assert!(d.file.ends_with(&name), "{d}");
     assert_eq!(d.offset, second as u64);
     let text = err.to_string();
-    assert!(text.contains(&name) && text.contains(&format!("byte {second}")) && text.contains("must not vote"), "{text}");
+    assert!(
+        text.contains(&name)
+            && text.contains(&format!("byte {second}"))
+            && text.contains("must not vote"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -422,7 +550,9 @@ fn a_bad_record_in_an_older_segment_is_damage() {
     let at = encoded(1, &scan.records[..2]).len() as u64 + HEADER as u64 + 40;
     let f = OpenOptions::new().write(true).open(&oldest).unwrap();
     f.write_all_at(&[0xa5], at).unwrap();
-    let err = Wal::open_with(dir.path(), true, SMALL).err().expect("damage must not open");
+    let err = Wal::open_with(dir.path(), true, SMALL)
+        .err()
+        .expect("damage must not open");
     let d = damage_of(&err);
     assert!(d.file.ends_with(&files[0]), "{d}");
     assert_eq!(d.offset, encoded(1, &scan.records[..2]).len() as u64);
@@ -436,8 +566,15 @@ fn a_corrupt_snapshot_file_is_damage() {
     for slot in 1..=10 {
         w.append(vec![accept(slot, 3)]).unwrap();
     }
-    let snap = Arc::new(Snapshot { last_executed: Slot(6), ..Default::default() });
-    w.append(vec![Record::Snapshot { trimmed: Slot(6), snapshot: snap }]).unwrap();
+    let snap = Arc::new(Snapshot {
+        last_executed: Slot(6),
+        ..Default::default()
+    });
+    w.append(vec![Record::Snapshot {
+        trimmed: Slot(6),
+        snapshot: snap,
+    }])
+    .unwrap();
     w.sync().unwrap();
     wait_for(|| dir.path().join(SNAPSHOT).exists());
     drop(w);
@@ -447,11 +584,16 @@ fn a_corrupt_snapshot_file_is_damage() {
         let mut bad = good.clone();
         bad[at] ^= 0x08;
         std::fs::write(&path, &bad).unwrap();
-        let err = Wal::open(dir.path(), true).err().expect("damage must not open");
+        let err = Wal::open(dir.path(), true)
+            .err()
+            .expect("damage must not open");
         assert!(damage_of(&err).file.ends_with(SNAPSHOT), "{err}");
     }
     std::fs::write(&path, &good[..good.len() - 1]).unwrap();
-    assert!(Wal::open(dir.path(), true).is_err(), "a truncated snapshot.bin");
+    assert!(
+        Wal::open(dir.path(), true).is_err(),
+        "a truncated snapshot.bin"
+    );
     std::fs::write(&path, &good).unwrap();
     let (_, s) = Wal::open(dir.path(), true).unwrap();
     assert_eq!(s.trimmed, Slot(6));
@@ -459,19 +601,30 @@ fn a_corrupt_snapshot_file_is_damage() {
 
 /// Whether the core recovers from `s` without breaking an invariant.
 fn core_accepts(s: &DurableState) -> bool {
-    let rng = Box::new(<rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(7));
-    stutter_core::Replica::recover(0, stutter_core::Config::default(), s.clone(), rng).check_invariants().is_ok()
+    let rng =
+        Box::new(<rand_xoshiro::Xoshiro256PlusPlus as rand_core::SeedableRng>::seed_from_u64(7));
+    stutter_core::Replica::recover(0, stutter_core::Config::default(), s.clone(), rng)
+        .check_invariants()
+        .is_ok()
 }
 
 #[test]
 fn a_state_the_core_could_not_recover_is_damage() {
-    let snap = |le: u64| Arc::new(Snapshot { last_executed: Slot(le), ..Default::default() });
+    let snap = |le: u64| {
+        Arc::new(Snapshot {
+            last_executed: Slot(le),
+            ..Default::default()
+        })
+    };
     let mut s = DurableState::default();
     assert!(check_state(&s, "snap").is_ok());
     // Trimmed to 5, executed to 8: the core needs slot 8 in its log (what
     // seed 16 of the turmoil layer met: "last executed 97 beyond the last
     // index 96").
-    s.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(8) });
+    s.apply(Record::Snapshot {
+        trimmed: Slot(5),
+        snapshot: snap(8),
+    });
     let d = check_state(&s, "snap").unwrap_err();
     assert!(d.what.contains("last executed slot 8"), "{d}");
     assert!(!core_accepts(&s), "the check guards a real invariant");
@@ -479,7 +632,10 @@ fn a_state_the_core_could_not_recover_is_damage() {
     assert!(check_state(&s, "snap").is_ok());
     assert!(core_accepts(&s));
     let mut s = DurableState::default();
-    s.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(5) });
+    s.apply(Record::Snapshot {
+        trimmed: Slot(5),
+        snapshot: snap(5),
+    });
     assert!(check_state(&s, "snap").is_ok());
     assert!(core_accepts(&s));
 }
@@ -489,13 +645,21 @@ fn a_state_the_core_could_not_recover_is_damage() {
 /// to it: the core then recovers; without it, the core's invariant fails.
 #[test]
 fn a_snapshot_ahead_of_the_log_trims_the_log_to_it() {
-    let snap = |le: u64| Arc::new(Snapshot { last_executed: Slot(le), ..Default::default() });
+    let snap = |le: u64| {
+        Arc::new(Snapshot {
+            last_executed: Slot(le),
+            ..Default::default()
+        })
+    };
     let mut s = DurableState::default();
     s.apply(Record::Ballot(Ballot(3)));
     for slot in 1..=6 {
         s.apply(accept(slot, 3));
     }
-    s.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(8) });
+    s.apply(Record::Snapshot {
+        trimmed: Slot(5),
+        snapshot: snap(8),
+    });
     assert!(!core_accepts(&s));
     assert_eq!(settle(&mut s), Some((Slot(5), Slot(8))));
     assert_eq!(s.trimmed, Slot(8));
@@ -506,7 +670,10 @@ fn a_snapshot_ahead_of_the_log_trims_the_log_to_it() {
     // Nothing to do when the log reaches the snapshot, or has none.
     assert_eq!(settle(&mut s), None);
     let mut t = DurableState::default();
-    t.apply(Record::Snapshot { trimmed: Slot(5), snapshot: snap(8) });
+    t.apply(Record::Snapshot {
+        trimmed: Slot(5),
+        snapshot: snap(8),
+    });
     t.apply(accept(8, 1));
     t.apply(accept(9, 1));
     assert_eq!(settle(&mut t), None);
@@ -526,12 +693,18 @@ fn a_bad_read_that_reads_back_well_is_no_damage() {
     assert_eq!(scan_segment(&good, 2, "s", 0).unwrap().records.len(), 3);
     // The second read is bad: the third decides.
     let mut reads = vec![good.clone(), bad.clone(), good.clone()];
-    assert_eq!(read_stable(|| Ok(reads.pop().unwrap())).unwrap(), Reads::Stable(good.clone()));
+    assert_eq!(
+        read_stable(|| Ok(reads.pop().unwrap())).unwrap(),
+        Reads::Stable(good.clone())
+    );
     // Three different contents: not judged at all.
     let mut worse = good.clone();
     worse[HEADER + 3] ^= 0xff;
     let mut reads = vec![worse, good.clone(), bad];
-    assert_eq!(read_stable(|| Ok(reads.pop().unwrap())).unwrap(), Reads::Unstable);
+    assert_eq!(
+        read_stable(|| Ok(reads.pop().unwrap())).unwrap(),
+        Reads::Unstable
+    );
 }
 
 #[test]

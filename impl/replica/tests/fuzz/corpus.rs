@@ -5,27 +5,50 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use stutter_core::sessions::Bounds;
-use stutter_core::{Ballot, Slot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session, SessionTable, Snapshot, Value};
+use stutter_core::{
+    Ballot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session,
+    SessionTable, Slot, Snapshot, Value,
+};
 use stutter_replica::peer_auth::{ClusterKey, FrameOpener, FrameSealer, Hello, NONCE_LEN};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse, GcStatus, StatusInfo};
 
 /// Every other request is flagged a retry, so both encodings are mutated.
 fn req(client: u64, seq: u64, op: Op) -> Request {
-    Request { client, seq, op, retry: seq & 1 == 0 }
+    Request {
+        client,
+        seq,
+        op,
+        retry: seq & 1 == 0,
+    }
 }
 
 pub fn ops() -> Vec<Op> {
     vec![
         Op::Get { key: "k".into() },
-        Op::Put { key: "key-1".into(), value: "value-1".into() },
+        Op::Put {
+            key: "key-1".into(),
+            value: "value-1".into(),
+        },
         Op::Del { key: "k".into() },
-        Op::Cas { key: "k".into(), from: None, to: "v".into() },
-        Op::Cas { key: "k".into(), from: Some("a".into()), to: "b".into() },
+        Op::Cas {
+            key: "k".into(),
+            from: None,
+            to: "v".into(),
+        },
+        Op::Cas {
+            key: "k".into(),
+            from: Some("a".into()),
+            to: "b".into(),
+        },
     ]
 }
 
 fn batch() -> Value {
-    let mut reqs: Vec<_> = ops().into_iter().enumerate().map(|(i, op)| req(7, i as u64 + 1, op)).collect();
+    let mut reqs: Vec<_> = ops()
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| req(7, i as u64 + 1, op))
+        .collect();
     reqs.push(req(8, 0, Op::Register));
     Value::Batch(Arc::new(reqs))
 }
@@ -36,46 +59,143 @@ pub fn snapshot() -> Snapshot {
     kv.insert("bb".into(), "22".into());
     // A bounded table that has evicted and forgotten: its tombstones and
     // count are decoded (and validated) too.
-    let bounds = Bounds { sessions: 2, tombstones: 2 };
+    let bounds = Bounds {
+        sessions: 2,
+        tombstones: 2,
+    };
     let mut sessions = SessionTable::default();
     for (client, slot) in [(3, 5), (4, 6), (5, 8), (6, 10)] {
-        sessions.record(client, Session { seq: 1, reply: Reply::Done, slot: Slot(slot) }, bounds);
+        sessions.record(
+            client,
+            Session {
+                seq: 1,
+                reply: Reply::Done,
+                slot: Slot(slot),
+            },
+            bounds,
+        );
     }
-    sessions.record(7, Session { seq: 3, reply: Reply::Done, slot: Slot(39) }, bounds);
-    sessions.record(9, Session { seq: 1, reply: Reply::Value(Some("x".into())), slot: Slot(12) }, bounds);
+    sessions.record(
+        7,
+        Session {
+            seq: 3,
+            reply: Reply::Done,
+            slot: Slot(39),
+        },
+        bounds,
+    );
+    sessions.record(
+        9,
+        Session {
+            seq: 1,
+            reply: Reply::Value(Some("x".into())),
+            slot: Slot(12),
+        },
+        bounds,
+    );
     // A registered client (the counter and its session are decoded too).
     sessions.register(Slot(40), bounds);
-    Snapshot { last_executed: Slot(40), kv, sessions, digest: 0xdead_beef }
+    Snapshot {
+        last_executed: Slot(40),
+        kv,
+        sessions,
+        digest: 0xdead_beef,
+    }
 }
 
 pub fn messages() -> Vec<Message> {
-    let inst = |slot: u64, state| Instance { slot: Slot(slot), ballot: Ballot(257), value: batch(), state };
+    let inst = |slot: u64, state| Instance {
+        slot: Slot(slot),
+        ballot: Ballot(257),
+        value: batch(),
+        state,
+    };
     vec![
-        Message::Prepare { ballot: Ballot(258), last_executed: Slot(4) },
+        Message::Prepare {
+            ballot: Ballot(258),
+            last_executed: Slot(4),
+        },
         Message::Promise {
             ballot: Ballot(258),
             ok: true,
             last_executed: Slot(4),
-            entries: vec![inst(5, InstanceState::InProgress), inst(6, InstanceState::Committed)],
+            entries: vec![
+                inst(5, InstanceState::InProgress),
+                inst(6, InstanceState::Committed),
+            ],
             snapshot: Some(Arc::new(snapshot())),
         },
-        Message::Promise { ballot: Ballot(513), ok: false, last_executed: Slot(0), entries: vec![], snapshot: None },
-        Message::Accept { ballot: Ballot(258), slot: Slot(7), value: batch(), committed: None },
-        Message::Accept { ballot: Ballot(258), slot: Slot(8), value: Value::Noop, committed: Some(Slot(6)) },
-        Message::Accepted { ballot: Ballot(258), slot: Slot(7), ok: true },
-        Message::Heartbeat { ballot: Ballot(258), last_executed: Slot(7), global_last_executed: Slot(5) },
-        Message::HeartbeatReply { ballot: Ballot(258), ok: true, last_executed: Slot(7), leader_last_executed: Slot(7) },
-        Message::CatchUp { ballot: Ballot(258), entries: vec![inst(3, InstanceState::Executed)] },
-        Message::InstallSnapshot { ballot: Ballot(258), snapshot: Arc::new(snapshot()) },
-        Message::ReadProbe { ballot: Ballot(258), id: 11 },
-        Message::ReadProbeAck { ballot: Ballot(258), id: 11 },
+        Message::Promise {
+            ballot: Ballot(513),
+            ok: false,
+            last_executed: Slot(0),
+            entries: vec![],
+            snapshot: None,
+        },
+        Message::Accept {
+            ballot: Ballot(258),
+            slot: Slot(7),
+            value: batch(),
+            committed: None,
+        },
+        Message::Accept {
+            ballot: Ballot(258),
+            slot: Slot(8),
+            value: Value::Noop,
+            committed: Some(Slot(6)),
+        },
+        Message::Accepted {
+            ballot: Ballot(258),
+            slot: Slot(7),
+            ok: true,
+        },
+        Message::Heartbeat {
+            ballot: Ballot(258),
+            last_executed: Slot(7),
+            global_last_executed: Slot(5),
+        },
+        Message::HeartbeatReply {
+            ballot: Ballot(258),
+            ok: true,
+            last_executed: Slot(7),
+            leader_last_executed: Slot(7),
+        },
+        Message::CatchUp {
+            ballot: Ballot(258),
+            entries: vec![inst(3, InstanceState::Executed)],
+        },
+        Message::InstallSnapshot {
+            ballot: Ballot(258),
+            snapshot: Arc::new(snapshot()),
+        },
+        Message::ReadProbe {
+            ballot: Ballot(258),
+            id: 11,
+        },
+        Message::ReadProbeAck {
+            ballot: Ballot(258),
+            id: 11,
+        },
     ]
 }
 
 pub fn requests() -> Vec<ClientRequest> {
-    let mut v: Vec<ClientRequest> =
-        ops().into_iter().enumerate().map(|(i, op)| ClientRequest::Op { client: 42, seq: i as u64 + 1, op, retry: i % 2 == 1 }).collect();
-    v.push(ClientRequest::Op { client: 43, seq: 0, op: Op::Register, retry: false });
+    let mut v: Vec<ClientRequest> = ops()
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| ClientRequest::Op {
+            client: 42,
+            seq: i as u64 + 1,
+            op,
+            retry: i % 2 == 1,
+        })
+        .collect();
+    v.push(ClientRequest::Op {
+        client: 43,
+        seq: 0,
+        op: Op::Register,
+        retry: false,
+    });
     v.push(ClientRequest::Status);
     v.push(ClientRequest::Digest);
     v
@@ -116,17 +236,56 @@ pub fn responses() -> Vec<ClientResponse> {
         ..status.clone()
     };
     vec![
-        ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Value(Some("v".into())) },
-        ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Cas { ok: false, current: Some("c".into()) } },
-        ClientResponse::Reply { client: 1, seq: 2, reply: Reply::Redirect { leader: Some(2) } },
-        ClientResponse::Reply { client: 1, seq: 2, reply: Reply::SessionExpired },
-        ClientResponse::Reply { client: 43, seq: 0, reply: Reply::Registered { client: 1 << 63 } },
-        ClientResponse::Reply { client: 1, seq: 2, reply: Reply::UnknownClient },
-        ClientResponse::Reply { client: 1, seq: 0, reply: Reply::Malformed },
-        ClientResponse::Redirect { client: 1, seq: 2, leader: Some(0), addr: Some("127.0.0.1:7201".into()) },
+        ClientResponse::Reply {
+            client: 1,
+            seq: 2,
+            reply: Reply::Value(Some("v".into())),
+        },
+        ClientResponse::Reply {
+            client: 1,
+            seq: 2,
+            reply: Reply::Cas {
+                ok: false,
+                current: Some("c".into()),
+            },
+        },
+        ClientResponse::Reply {
+            client: 1,
+            seq: 2,
+            reply: Reply::Redirect { leader: Some(2) },
+        },
+        ClientResponse::Reply {
+            client: 1,
+            seq: 2,
+            reply: Reply::SessionExpired,
+        },
+        ClientResponse::Reply {
+            client: 43,
+            seq: 0,
+            reply: Reply::Registered { client: 1 << 63 },
+        },
+        ClientResponse::Reply {
+            client: 1,
+            seq: 2,
+            reply: Reply::UnknownClient,
+        },
+        ClientResponse::Reply {
+            client: 1,
+            seq: 0,
+            reply: Reply::Malformed,
+        },
+        ClientResponse::Redirect {
+            client: 1,
+            seq: 2,
+            leader: Some(0),
+            addr: Some("127.0.0.1:7201".into()),
+        },
         ClientResponse::Status(status),
         ClientResponse::Status(collecting),
-        ClientResponse::Digest { last_executed: Slot(9), digest: 5 },
+        ClientResponse::Digest {
+            last_executed: Slot(9),
+            digest: 5,
+        },
         ClientResponse::Error("malformed request".into()),
         ClientResponse::Unknown { client: 1, seq: 2 },
     ]
@@ -135,9 +294,20 @@ pub fn responses() -> Vec<ClientResponse> {
 pub fn records() -> Vec<Record> {
     vec![
         Record::Ballot(Ballot(258)),
-        Record::Accept { slot: Slot(41), ballot: Ballot(258), value: batch() },
-        Record::Accept { slot: Slot(42), ballot: Ballot(258), value: Value::Noop },
-        Record::Snapshot { trimmed: Slot(40), snapshot: Arc::new(snapshot()) },
+        Record::Accept {
+            slot: Slot(41),
+            ballot: Ballot(258),
+            value: batch(),
+        },
+        Record::Accept {
+            slot: Slot(42),
+            ballot: Ballot(258),
+            value: Value::Noop,
+        },
+        Record::Snapshot {
+            trimmed: Slot(40),
+            snapshot: Arc::new(snapshot()),
+        },
     ]
 }
 
@@ -166,7 +336,12 @@ pub fn wal_record(seq: u64, body: &[u8]) -> Vec<u8> {
 
 /// The session both ends of a fixed handshake compute.
 pub fn session() -> (FrameSealer, FrameOpener) {
-    ClusterKey::new(Some(b"fuzzing cluster secret")).session_of(1, 0, [1; NONCE_LEN], [2; NONCE_LEN])
+    ClusterKey::new(Some(b"fuzzing cluster secret")).session_of(
+        1,
+        0,
+        [1; NONCE_LEN],
+        [2; NONCE_LEN],
+    )
 }
 
 /// A stream of sealed frames carrying `msgs`.
@@ -181,12 +356,20 @@ pub fn sealed_stream(msgs: &[Message]) -> Vec<u8> {
 
 /// What a dialer sends the acceptor: its hello and a (wrong) response.
 pub fn dialer_bytes() -> Vec<u8> {
-    let mut b = Hello { from: 1, to: 0, nonce: [9; NONCE_LEN] }.encode().to_vec();
+    let mut b = Hello {
+        from: 1,
+        to: 0,
+        nonce: [9; NONCE_LEN],
+    }
+    .encode()
+    .to_vec();
     b.extend_from_slice(&[0x5a; 32]);
     b
 }
 
 /// Client frames, as `wire::encode` writes them.
 pub fn client_stream(reqs: &[ClientRequest]) -> Vec<u8> {
-    reqs.iter().flat_map(|r| wire::encode(r).expect("encodes")).collect()
+    reqs.iter()
+        .flat_map(|r| wire::encode(r).expect("encodes"))
+        .collect()
 }

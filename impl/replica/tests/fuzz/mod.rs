@@ -30,15 +30,23 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Inputs per target: `STUTTER_FUZZ_ITERS`, else the target's default.
 fn iterations(default: u64) -> u64 {
-    std::env::var("STUTTER_FUZZ_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var("STUTTER_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn seed() -> u64 {
-    std::env::var("STUTTER_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(1)
+    std::env::var("STUTTER_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
 }
 
 fn regressions(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/regressions").join(target);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz/regressions")
+        .join(target);
     let mut out: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
@@ -50,7 +58,9 @@ fn regressions(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// Integers that find off-by-ones and unchecked lengths.
@@ -123,7 +133,11 @@ impl Mutator {
                 7 if len >= 4 => {
                     let at = self.below(len - 3);
                     let v = self.interesting(len) as u32;
-                    let bytes = if self.below(2) == 0 { v.to_be_bytes() } else { v.to_le_bytes() };
+                    let bytes = if self.below(2) == 0 {
+                        v.to_be_bytes()
+                    } else {
+                        v.to_le_bytes()
+                    };
                     b[at..at + 4].copy_from_slice(&bytes);
                 }
                 8 if len >= 8 => {
@@ -174,7 +188,9 @@ impl Mutator {
 /// How many of `iters` mutants of `corpus` reach a planted bug (`bug`
 /// says whether an input does): shows the mutations get there.
 pub fn mutants_reaching(corpus: &[Vec<u8>], iters: u64, bug: impl Fn(&[u8]) -> bool) -> u64 {
-    let mut m = Mutator { rng: Xoshiro256PlusPlus::seed_from_u64(seed()) };
+    let mut m = Mutator {
+        rng: Xoshiro256PlusPlus::seed_from_u64(seed()),
+    };
     let mut found = 0;
     for _ in 0..iters {
         let a = m.below(corpus.len());
@@ -192,22 +208,34 @@ pub fn mutants_reaching(corpus: &[Vec<u8>], iters: u64, bug: impl Fn(&[u8]) -> b
 pub fn fuzz(target: &str, corpus: &[Vec<u8>], default_iters: u64, decode: impl Fn(&[u8])) -> u64 {
     assert!(!corpus.is_empty(), "{target}: empty corpus");
     let seed = seed();
-    let mut m = Mutator { rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ fnv(target.as_bytes())) };
+    let mut m = Mutator {
+        rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ fnv(target.as_bytes())),
+    };
     let mut crashes: Vec<String> = Vec::new();
     let mut tried = 0u64;
-    let crash_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fuzz-crashes").join(target);
+    let crash_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("fuzz-crashes")
+        .join(target);
     let mut run = |input: &[u8], what: &str, crashes: &mut Vec<String>| {
         tried += 1;
         if catch_unwind(AssertUnwindSafe(|| decode(input))).is_err() {
             let _ = std::fs::create_dir_all(&crash_dir);
             let path = crash_dir.join(format!("{:016x}.bin", fnv(input)));
             let _ = std::fs::write(&path, input);
-            crashes.push(format!("{what}: {} ({} bytes)", path.display(), input.len()));
+            crashes.push(format!(
+                "{what}: {} ({} bytes)",
+                path.display(),
+                input.len()
+            ));
         }
     };
     let kept = regressions(target);
     for (path, input) in &kept {
-        run(input, &format!("regression {}", path.display()), &mut crashes);
+        run(
+            input,
+            &format!("regression {}", path.display()),
+            &mut crashes,
+        );
     }
     for input in corpus {
         run(input, "corpus", &mut crashes);
@@ -232,6 +260,11 @@ pub fn fuzz(target: &str, corpus: &[Vec<u8>], default_iters: u64, decode: impl F
         corpus.len(),
         crashes.len()
     );
-    assert!(crashes.is_empty(), "{target}: {} crashing inputs:\n{}", crashes.len(), crashes.join("\n"));
+    assert!(
+        crashes.is_empty(),
+        "{target}: {} crashing inputs:\n{}",
+        crashes.len(),
+        crashes.join("\n")
+    );
     tried
 }
