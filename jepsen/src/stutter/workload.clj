@@ -7,7 +7,8 @@
                     [independent :as independent]]
             [jepsen.checker.timeline :as timeline]
             [knossos.model :as model]
-            [stutter.client :as client]))
+            [stutter [client :as client]
+                     [linearizable :as linearizable]]))
 
 (defn r   [_ _] {:type :invoke, :f :read,  :value nil})
 (defn w   [_ _] {:type :invoke, :f :write, :value (rand-int 5)})
@@ -15,16 +16,18 @@
 
 (defn register
   "Options:
-    :threads-per-key  processes working one key at a time (default 3)
-    :ops-per-key      operations on a key before moving to the next (200)"
+    :threads-per-key    processes working one key at a time (default 3)
+    :ops-per-key        operations on a key before moving to the next (200)
+    :knossos-time-limit seconds Knossos may spend on one key (300); then
+                        that key is :unknown"
   [opts]
   (let [per-key (:threads-per-key opts 3)]
     {:client    (client/client)
      :checker   (independent/checker
                   (checker/compose
-                    {:linear   (checker/linearizable
-                                 {:model     (model/cas-register)
-                                  :algorithm :linear})
+                    {:linear   (linearizable/checker
+                                 (model/cas-register)
+                                 (long (* 1000 (:knossos-time-limit opts 300))))
                      :timeline (timeline/html)}))
      :generator (independent/concurrent-generator
                   per-key
