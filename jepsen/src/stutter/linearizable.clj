@@ -7,19 +7,17 @@
   own :time-limit returns :unknown but leaves the search running (it is
   not aborted), so one hopeless key keeps eating CPU and heap while the
   others wait. Here a search that runs out of time or memory is aborted.
+  Knossos only, no Jepsen: the test's checker (stutter.workload) and the
+  recheck of stored histories (stutter.recheck) both call analysis.
 
   A read that ended :info (timed out, connection broken) constrains
   nothing: it may have returned anything. It is dropped, with its
   invocation, before the search, as the campaigns' Porcupine checker does.
   Left in, each one is an operation Knossos must keep open to the end of the
   history, and the configurations to explore double with each."
-  (:require [jepsen.checker :as checker]
-            [knossos [linear :as linear]
+  (:require [knossos [linear :as linear]
                      [memory :as memory]
-                     [search :as search]]
-            [knossos.linear.report :as linear.report]
-            [jepsen.store :as store]
-            [clojure.tools.logging :refer [warn]]))
+                     [search :as search]]))
 
 (defn drop-indeterminate-reads
   "The history without reads that did not complete :ok or :fail (their
@@ -65,25 +63,3 @@
               {:valid? :unknown, :cause :timeout, :analyzer :linear})
           (assoc r :analyzer :linear)))
       (finally (low)))))
-
-(defrecord Linearizable [model time-limit-ms]
-  checker/Checker
-  (check [this test history opts]
-    (let [a (analysis model history time-limit-ms)]
-      (when (false? (:valid? a))
-        (try
-          (linear.report/render-analysis!
-            history a (.getCanonicalPath
-                        (store/path! test (:subdirectory opts) "linear.svg")))
-          (catch Throwable e
-            (warn e "could not render the linearizability analysis"))))
-      ; Configurations and paths can be huge; a few explain the verdict.
-      (cond-> (assoc a :time-limit-ms time-limit-ms)
-        (:configs a)     (update :configs #(take 10 %))
-        (:final-paths a) (update :final-paths #(take 10 %))))))
-
-(defn checker
-  "A Jepsen checker: Knossos's linear analysis against model, within
-  time-limit-ms per history (per key, under jepsen.independent)."
-  [model time-limit-ms]
-  (->Linearizable model time-limit-ms))
