@@ -5,7 +5,9 @@
             :url  "http://www.eclipse.org/legal/epl-v10.html"}
   :dependencies [[org.clojure/clojure "1.12.5"]
                  ; Knossos and Elle come with Jepsen.
-                 [jepsen "0.3.13"]]
+                 [jepsen "0.3.13"]
+                 ; Reads the campaigns' verdict.json (stutter.recheck).
+                 [org.clojure/data.json "2.5.1"]]
   :source-paths ["jepsen/src"]
   :test-paths ["jepsen/test"]
   :resource-paths ["jepsen/resources"]
