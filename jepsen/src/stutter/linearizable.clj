@@ -52,14 +52,18 @@
 (defn analysis
   "Knossos's linear analysis of a history against model, stopped after
   time-limit-ms (verdict :unknown, :cause :timeout) or when the heap runs
-  low (:unknown, :cause :out-of-memory)."
-  [model history time-limit-ms]
-  (let [s   (linear/start-analysis model (drop-indeterminate-reads history))
-        low (memory/on-low-mem! #(search/abort! s :out-of-memory))]
-    (try
-      (let [r (search/results s time-limit-ms ::timeout)]
-        (if (= ::timeout r)
-          (do (search/abort! s :timeout)
-              {:valid? :unknown, :cause :timeout, :analyzer :linear})
-          (assoc r :analyzer :linear)))
-      (finally (low)))))
+  low (:unknown, :cause :out-of-memory). opts: :keep-indeterminate-reads?
+  (to measure what dropping them saves)."
+  ([model history time-limit-ms] (analysis model history time-limit-ms {}))
+  ([model history time-limit-ms opts]
+   (let [s   (linear/start-analysis model (cond-> history
+                                            (not (:keep-indeterminate-reads? opts))
+                                            drop-indeterminate-reads))
+         low (memory/on-low-mem! #(search/abort! s :out-of-memory))]
+     (try
+       (let [r (search/results s time-limit-ms ::timeout)]
+         (if (= ::timeout r)
+           (do (search/abort! s :timeout)
+               {:valid? :unknown, :cause :timeout, :analyzer :linear})
+           (assoc r :analyzer :linear)))
+       (finally (low))))))

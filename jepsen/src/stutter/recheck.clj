@@ -4,6 +4,7 @@
 
     lein run recheck jepsen/results/ci-campaign jepsen/results/ci-negative-control
     lein run recheck store/latest/history.edn
+    lein run recheck --per-key --first-ops 50 store/latest/history.edn
 
   An argument is a campaign results folder (history.edn, verdict.json:
   docs/campaigns.md) or a Jepsen history.edn file; either holds
@@ -48,6 +49,23 @@
           (sorted-map-by #(compare (str %1) (str %2)))
           ops))
 
+(defn first-ops
+  "A key's history cut to its first n invocations and their completions:
+  what the key would have been with --ops-per-key n."
+  [n ops]
+  (loop [ops ops, invoked 0, open #{}, out (transient [])]
+    (if-let [op (first ops)]
+      (let [p (:process op)]
+        (cond
+          (= :invoke (:type op))
+          (if (< invoked n)
+            (recur (rest ops) (inc invoked) (conj open p) (conj! out op))
+            (recur (rest ops) invoked open out))
+
+          (open p) (recur (rest ops) invoked (disj open p) (conj! out op))
+          :else    (recur (rest ops) invoked open out)))
+      (persistent! out))))
+
 (defn- heap-used []
   (.getUsed (.getHeapMemoryUsage (ManagementFactory/getMemoryMXBean))))
 
@@ -70,8 +88,11 @@
     [v (/ (- (System/nanoTime) t0) 1e9) (max 0 (- @peak base))]))
 
 (defn check-key
-  [ops time-limit-ms]
-  (let [[a secs heap] (measured #(linearizable/analysis (model/cas-register) ops time-limit-ms))]
+  "opts: :first-ops n (only the key's first n invocations),
+  :keep-indeterminate-reads?."
+  [ops time-limit-ms opts]
+  (let [ops (cond->> ops (:first-ops opts) (first-ops (:first-ops opts)))
+        [a secs heap] (measured #(linearizable/analysis (model/cas-register) ops time-limit-ms opts))]
     {:valid? (:valid? a), :cause (:cause a), :seconds secs, :heap-bytes heap
      :ops (count (filter #(= :invoke (:type %)) ops))}))
 
@@ -91,17 +112,17 @@
 
 (defn recheck-one
   "Checks one history; returns {:name, :keys [...], :agree? bool or nil}."
-  [{:keys [name history porcupine]} time-limit-ms]
-  (let [keys (for [[k ops] (by-key (read-history history))]
-               (let [r    (check-key ops time-limit-ms)
-                     ; A key Porcupine never saw had no op to check: Ok.
-                     p    (when porcupine (get porcupine (str k) "Ok"))]
-                 (assoc r :key k :porcupine p
-                        :agree? (when p (= (porcupine->knossos p ::none) (:valid? r))))))
-        keys (vec keys)]
-    {:name   name
-     :keys   keys
-     :agree? (when porcupine (every? :agree? keys))}))
+  ([src time-limit-ms] (recheck-one src time-limit-ms {}))
+  ([{:keys [name history porcupine]} time-limit-ms opts]
+   (let [keys (vec (for [[k ops] (by-key (read-history history))]
+                     (let [r (check-key ops time-limit-ms opts)
+                           ; A key Porcupine never saw had no op to check: Ok.
+                           p (when porcupine (get porcupine (str k) "Ok"))]
+                       (assoc r :key k :porcupine p
+                              :agree? (when p (= (porcupine->knossos p ::none) (:valid? r)))))))]
+     {:name   name
+      :keys   keys
+      :agree? (when porcupine (every? :agree? keys))})))
 
 (defn- quantile [xs q]
   (let [v (vec (sort xs))]
@@ -130,10 +151,10 @@
 (defn recheck!
   "Rechecks every argument, prints a line for each (and one per key with
   per-key?); returns the results."
-  [args time-limit-ms per-key?]
+  [args time-limit-ms {:keys [per-key?] :as opts}]
   (doall
     (for [a args]
-      (let [r (recheck-one (source a) time-limit-ms)]
+      (let [r (recheck-one (source a) time-limit-ms opts)]
         (when per-key?
           (doseq [k (:keys r)]
             (println (format "  %s key %s: %d ops, Knossos %s%s, %.2f s, %.1f MiB%s"
@@ -150,6 +171,10 @@
     :parse-fn parse-double
     :validate [pos? "must be positive"]]
    [nil "--per-key" "Print a line per key too."]
+   [nil "--first-ops N" "Check only each key's first N invocations (what --ops-per-key N would have cost)."
+    :parse-fn parse-long
+    :validate [pos? "must be positive"]]
+   [nil "--keep-indeterminate-reads" "Keep reads that ended :info (to measure what dropping them saves)."]
    ["-h" "--help"]])
 
 (defn cmd
@@ -162,6 +187,9 @@
                 (when (empty? arguments)
                   (println "recheck: name campaign results folders or history.edn files")
                   (System/exit 254))
-                (let [rs (recheck! arguments (long (* 1000 (:time-limit options))) (:per-key options))]
+                (let [rs (recheck! arguments (long (* 1000 (:time-limit options)))
+                                   {:per-key?                  (:per-key options)
+                                    :first-ops                 (:first-ops options)
+                                    :keep-indeterminate-reads? (:keep-indeterminate-reads options)})]
                   (when (some false? (map :agree? rs))
                     (System/exit 1))))}})

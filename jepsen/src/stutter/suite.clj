@@ -133,7 +133,7 @@
                                  (println "\nKnossos on campaign histories:")
                                  (recheck/recheck! (:recheck options)
                                                    (long (* 1000 (:recheck-time-limit options)))
-                                                   false))
+                                                   {}))
                       ; A history without Porcupine's verdicts is no agreement.
                       ok? (and (every? :pass? results)
                                (every? #(true? (:agree? %)) rechecks))]

@@ -53,3 +53,9 @@
     (is (false? (:agree? (r/recheck-one (r/source (results-dir {"k1" "Unknown", "k2" "Illegal"})) 10000)))))
   (testing "without verdict.json there is nothing to agree with"
     (is (nil? (:agree? (r/recheck-one (r/source (results-dir nil)) 10000))))))
+
+(deftest first-ops-test
+  (let [k2 (get (r/by-key (map read-string history)) "k2")]
+    (is (= [1 1] (map :value (r/first-ops 1 k2))))
+    (is (= [1 1 2 2] (map :value (r/first-ops 2 k2))))
+    (is (= k2 (r/first-ops 99 k2)))))
