@@ -14,7 +14,8 @@
     leader is .. / retry / cas fail -> :fail (definitely not executed)
     timeout, broken connection,
     server error, garbage          -> :info (may or may not have happened)
-    connection refused             -> :fail (nothing was sent)
+    connection refused or not made
+    within the timeout             -> :fail (nothing was sent)
 
   Values are integers (the cas-register workload writes small integers);
   keys are `k<n>` for jepsen.independent's key n."
@@ -56,7 +57,9 @@
 
 (defn- open!
   "The connection in atom a if it goes to addr, else a new one to addr
-  (and the old one closed). ConnectException means nothing was sent."
+  (and the old one closed). A connection that could not be made (refused,
+  or no answer within the timeout) throws ex-info ::unconnected: nothing
+  was sent."
   [a addr timeout]
   (let [c @a]
     (if (and c (= addr (:addr c)))
@@ -65,8 +68,12 @@
         (wire/close! c)
         (reset! a nil)
         (try (reset! a (wire/connect host port timeout))
-             (catch ConnectException e
-               (throw (ex-info "refused" {::refused e}))))))))
+             (catch java.io.IOException e
+               (throw (ex-info "not connected"
+                               {::unconnected (if (instance? ConnectException e)
+                                                :connection-refused
+                                                [:not-connected (.getMessage e)])}
+                               e))))))))
 
 (defn- drop-conns!
   [{:keys [conn leader-conn]}]
@@ -105,9 +112,9 @@
             (:redirected-to r) (assoc :redirected-to (:redirected-to r))))
         (catch clojure.lang.ExceptionInfo e
           (drop-conns! this)
-          (if (::refused (ex-data e))
+          (if-let [why (::unconnected (ex-data e))]
             ; Nothing sent: a definite failure.
-            (assoc op :type :fail, :error :connection-refused)
+            (assoc op :type :fail, :error why)
             (throw e)))
         (catch SocketTimeoutException e
           ; The request may still commit: indefinite. The connection is
