@@ -51,6 +51,7 @@ enum BugArg {
     FailedCasWrites,
     IgnoreRetryFlag,
     RegisteredNoExpiry,
+    HandoffPromiseNotAdopted,
 }
 
 impl From<BugArg> for Bug {
@@ -70,6 +71,7 @@ impl From<BugArg> for Bug {
             BugArg::FailedCasWrites => Bug::FailedCasWrites,
             BugArg::IgnoreRetryFlag => Bug::IgnoreRetryFlag,
             BugArg::RegisteredNoExpiry => Bug::RegisteredNoExpiry,
+            BugArg::HandoffPromiseNotAdopted => Bug::HandoffPromiseNotAdopted,
         }
     }
 }
