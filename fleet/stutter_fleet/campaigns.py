@@ -54,10 +54,10 @@ def judge_campaign(result):
 
 
 def run(client, outcome, repo, seeds, extra, collect, timeout):
-    todo = [(f"campaign-seed-{s}", campaign_job, (repo, s, list(extra), timeout)) for s in seeds]
+    todo = [(f"campaign seed {s}", campaign_job, (repo, s, list(extra), timeout)) for s in seeds]
 
     def judge(name, result):
-        seed = int(name.rsplit("-", 1)[1])
+        seed = int(name.rsplit(" ", 1)[1])
         where = f"on {result['host']}"
         if result["results"]:
             os.makedirs(collect, exist_ok=True)

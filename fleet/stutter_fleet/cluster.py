@@ -34,6 +34,7 @@ def connect(scheduler=None, workers=2, allowed_failures=0):
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
+                worker_dashboard_address=None,
                 silence_logs=40,
             )
             client = Client(cluster)

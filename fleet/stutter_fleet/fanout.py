@@ -21,7 +21,8 @@ def fan_out(client, jobs, outcome, judge):
     names = {}
     futures = []
     for name, fn, args in jobs:
-        f = client.submit(fn, *args, key=f"{name}-{time.time_ns()}", pure=False)
+        key = "fleet-" + "".join(c if c.isalnum() or c in "._" else "-" for c in name)
+        f = client.submit(fn, *args, key=f"{key}-{time.time_ns()}", pure=False)
         names[f.key] = name
         futures.append(f)
     for f in as_completed(futures):

@@ -23,7 +23,7 @@ def ship_file(client, path):
     with open(path, "rb") as f:
         data = f.read()
     digest = hashlib.sha256(data).hexdigest()
-    return Shipped(os.path.basename(path), digest, client.scatter(data, hash=True))
+    return Shipped(os.path.basename(path), digest, _scatter(client, data))
 
 
 def ship_tree(client, name, members):
@@ -34,7 +34,13 @@ def ship_tree(client, name, members):
             t.add(path, arcname=arcname)
     data = buf.getvalue()
     digest = hashlib.sha256(data).hexdigest()
-    return Shipped(name, digest, client.scatter(data, hash=True))
+    return Shipped(name, digest, _scatter(client, data))
+
+
+def _scatter(client, data):
+    # A copy on every worker: a worker that dies takes no job's input
+    # with it (Dask cannot recover scattered data it lost).
+    return client.scatter(data, hash=True, broadcast=True)
 
 
 def _cache(digest):

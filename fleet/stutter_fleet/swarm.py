@@ -120,12 +120,12 @@ def run(client, outcome, layer, binary, lo, hi, shard_size, extra):
         for seed, text in failing:
             outcome.fail(seed, f"FAIL seed {seed} {text}\n  replay: {replay.format(seed=seed)}")
         if err:
-            outcome.error(f"shard {a}..{b}: {err}")
+            outcome.error(f"{name}: {err}")
         else:
             runs += b - a
             progress(f"shard {a}..{b}: {b - a} runs, {len(failing)} failing, {result['seconds']:.1f} s on {result['host']}")
 
-    bounds = {f"{layer}-shard-{a}..{b}": (a, b) for a, b in parts}
-    todo = [(f"{layer}-shard-{a}..{b}", jobs.run_shipped, (binary, argv[(a, b)])) for a, b in parts]
+    bounds = {f"shard {a}..{b}": (a, b) for a, b in parts}
+    todo = [(f"shard {a}..{b}", jobs.run_shipped, (binary, argv[(a, b)])) for a, b in parts]
     secs = fan_out(client, todo, outcome, judge)
     return runs, len(parts), secs

