@@ -130,21 +130,19 @@ class LocalCluster(unittest.TestCase):
 
 class SeparateProcesses(unittest.TestCase):
     """A scheduler and two workers started as their own processes, as on
-    real hosts (`dask scheduler`, `dask worker`), the driver connecting
-    with --scheduler."""
+    real hosts (`scripts/fleet scheduler`, `scripts/fleet worker`: Dask's
+    own), the driver connecting with --scheduler."""
 
     def setUp(self):
         port = free_port()
         self.address = f"tcp://127.0.0.1:{port}"
-        env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")
-        py = sys.executable
-        self.procs = [subprocess.Popen([py, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                        "--port", str(port), "--dashboard-address", ":0"],
-                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        self.procs = [subprocess.Popen([FLEET, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                                        "--dashboard-address", ":0"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         time.sleep(3)
-        self.workers = [subprocess.Popen([py, "-m", "distributed.cli.dask_worker", self.address, "--nthreads", "1",
-                                          "--no-nanny", "--no-dashboard"],
-                                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # --no-nanny: the worker is the process the job's `sim` runs under.
+        self.workers = [subprocess.Popen([FLEET, "worker", self.address, "--nthreads", "1", "--no-nanny",
+                                          "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                         for _ in range(2)]
         self.procs += self.workers
         time.sleep(3)
