@@ -586,8 +586,9 @@ impl Scenario {
     fn draw_handoff(&mut self, seed: u64) {
         let mut h = Rng::new(seed ^ 0x4a_d0ff);
         if h.chance(0.5) {
-            (self.gc_handoff_promise, self.gc_handoff_eager, self.commit_on_accept) =
-                (true, true, true);
+            self.gc_handoff_promise = true;
+            self.gc_handoff_eager = true;
+            self.commit_on_accept = true;
         } else {
             self.gc_handoff_promise = h.chance(0.5);
             self.gc_handoff_eager = self.gc_handoff_promise && h.chance(0.5);

@@ -25,7 +25,11 @@ fn the_default_swarm_draws_coordination_and_every_hand_off_mode() {
         *modes.entry(mode).or_default() += 1;
         if mode == (true, true, true) {
             fast += 1;
-            assert!(s.name.contains("+handoff(promise,eager,commit)"), "{}", s.name);
+            assert!(
+                s.name.contains("+handoff(promise,eager,commit)"),
+                "{}",
+                s.name
+            );
         }
         if s.gc_grant_after_grace {
             grace += 1;
@@ -42,8 +46,14 @@ fn the_default_swarm_draws_coordination_and_every_hand_off_mode() {
     // A third of the seeds draw a collector, half of those coordinate.
     assert!((250..420).contains(&coordinated), "{coordinated}");
     // Half of the coordinating seeds hand off fast (plus 1/8 of the rest).
-    assert!(fast * 2 > coordinated && fast * 10 < coordinated * 7, "{fast}");
-    assert!(grace * 3 > coordinated && grace * 3 < coordinated * 2, "{grace}");
+    assert!(
+        fast * 2 > coordinated && fast * 10 < coordinated * 7,
+        "{fast}"
+    );
+    assert!(
+        grace * 3 > coordinated && grace * 3 < coordinated * 2,
+        "{grace}"
+    );
     // Every combination of the switches (eager only with the promise).
     assert_eq!(modes.len(), 6, "{modes:?}");
 }
