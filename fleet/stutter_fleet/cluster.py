@@ -40,9 +40,12 @@ def connect(scheduler=None, workers=2, allowed_failures=0):
             client = Client(cluster)
     try:
         _ship_package(client)
-        # The scheduler's setting (a function the scheduler can import:
-        # it does not have this package).
-        af = client.run_on_scheduler(dask.config.get, "distributed.scheduler.allowed-failures")
+        if cluster is not None:
+            af = cluster.scheduler.allowed_failures
+        else:
+            # The scheduler's configured setting (dask.config.get: a
+            # function every scheduler can import).
+            af = client.run_on_scheduler(dask.config.get, "distributed.scheduler.allowed-failures")
         n = len(client.scheduler_info().get("workers", {}))
         print(
             f"fleet: {client.scheduler.address}, {n} worker(s); a job lost with its worker is "

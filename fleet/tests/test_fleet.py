@@ -176,12 +176,15 @@ class SeparateProcesses(unittest.TestCase):
 
 class Tlc(unittest.TestCase):
     def test_sharded_simulate_catches_a_mutant_and_passes_the_spec(self):
-        args = ["--workers", "2", "tlc-simulate", "--model", "large_trim", "--shards", "2", "--num", "300", "--depth", "40"]
-        rc, _, out = fleet(args + ["--mutant", "install_keeps_sessions"])
+        # As spec/check runs large_trim (num 3000, depth 60, seed 1), where
+        # this mutant is caught after about 16,500 states.
+        base = ["--workers", "2", "tlc-simulate", "--model", "large_trim", "--shards", "2", "--depth", "60"]
+        rc, _, out = fleet(base + ["--num", "3000", "--mutant", "install_keeps_sessions"])
         self.assertEqual(rc, 1, out[-3000:])
         self.assertIn("ExecutedPrefixesAgree", out)
-        rc, _, out = fleet(args)
+        rc, _, out = fleet(base + ["--num", "200"])
         self.assertEqual(rc, 0, out[-3000:])
+        self.assertIn("seed 2: pass", out)
 
     def test_parallel_validation_accepts_valid_traces_and_names_the_rejected_one(self):
         valid = [os.path.join(ROOT, "traces", "valid", t) for t in ("lossy-seed1.ndjson", "election-fills-gap-with-noop.ndjson")]
