@@ -7,11 +7,10 @@
 
   Every option of `test` applies to every run; each run then sets its own
   faults (and --gc, --unsafe-local-reads; the negative control its rate)
-  on top. A run passes when its
-  verdict is the expected one (true for the safe runs, false for the
-  negative control: :unknown passes neither) and every fault it names was
-  carried out at least once. Prints one line per run and exits 1 unless
-  every run and every recheck passed."
+  on top. A run passes when its verdict is the expected one (true for the
+  safe runs, false for the negative control: :unknown passes neither) and
+  every fault it names was carried out at least once. Prints one line per
+  run and exits 1 unless every run and every recheck passed."
   (:require [clojure.string :as str]
             [clojure.tools.logging :refer [info warn]]
             [jepsen [cli :as cli]
