@@ -210,6 +210,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         gc,
         collect: false,
         role: None,
+        storage_alarm: None,
     };
     lp.run(events_rx, durable, shutdown).await
 }

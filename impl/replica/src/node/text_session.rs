@@ -88,13 +88,13 @@ pub async fn serve(
                                 seq = 0;
                                 id
                             }
-                            // Not registered (not the leader, busy, no
-                            // outcome in time): the operation was not
-                            // sent, so the line may be sent again.
+                            // Not registered (not the leader, busy, the
+                            // disk full, no outcome in time): the operation
+                            // was not sent, so the line may be sent again.
                             Some(
                                 resp @ (ClientResponse::Redirect { .. }
                                 | ClientResponse::Reply {
-                                    reply: Reply::Redirect { .. },
+                                    reply: Reply::Redirect { .. } | Reply::StorageFull,
                                     ..
                                 }),
                             ) => {
