@@ -5,22 +5,15 @@
 //! resume without a restart; nothing acknowledged is lost. Then an EIO
 //! that clears after a few attempts: the write waits for it and succeeds.
 
-use std::net::TcpListener;
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use stutter_core::{Op, Reply};
 use stutter_faultfs::{Fail, FailMode, Store};
 use stutter_replica::client::{self, Client, ClientError};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
-}
 
 fn put(k: &str, v: &str) -> Op {
     Op::Put {
@@ -39,17 +32,6 @@ fn ok(r: Result<Reply, ClientError>) -> Reply {
     r.unwrap_or_else(|e| panic!("{e}"))
 }
 
-struct Replicas(Vec<Child>);
-
-impl Drop for Replicas {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn set_fail(stores: &[Arc<Mutex<Store>>], fail: Option<Fail>) {
     for s in stores {
         s.lock().unwrap().set_fail(fail.clone());
@@ -63,24 +45,14 @@ fn with_every_disk_full_reads_go_on_writes_get_the_alarm_and_resume_when_space_r
         "needs /dev/fuse and fusermount3 (scripts/setup installs Debian's fuse3)"
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut toml = String::new();
-    let mut addrs = Vec::new();
-    for id in 0..3 {
-        let c = format!("127.0.0.1:{}", free_port());
-        let p = format!("127.0.0.1:{}", free_port());
-        toml += &format!("[[replica]]\nid = {id}\npeer_addr = \"{p}\"\nclient_addr = \"{c}\"\n\n");
-        addrs.push(c);
-    }
-    toml += "[protocol]\nheartbeat_ms = 20\nelection_timeout_ms = 150\nelection_jitter_ms = 150\n";
-    let config = dir.path().join("cluster.toml");
-    std::fs::write(&config, toml).unwrap();
-
+    let mut cluster = common::LocalCluster::configure(dir.path(), "");
+    let addrs = cluster.addrs.clone();
     // Mounted before the replicas start, unmounted (the sessions dropped)
     // after they are gone.
     let mut stores = Vec::new();
     let mut sessions = Vec::new();
     for id in 0..3 {
-        let mnt = dir.path().join(format!("data-{id}"));
+        let mnt = cluster.data(id);
         std::fs::create_dir_all(&mnt).unwrap();
         let (store, session) =
             stutter_faultfs::mount_in_process(&dir.path().join(format!("store-{id}")), &mnt)
@@ -88,25 +60,7 @@ fn with_every_disk_full_reads_go_on_writes_get_the_alarm_and_resume_when_space_r
         stores.push(store);
         sessions.push(session);
     }
-    let mut procs = Replicas(Vec::new());
-    for id in 0..3 {
-        let log = std::fs::File::create(dir.path().join(format!("replica-{id}.log"))).unwrap();
-        procs.0.push(
-            Command::new(env!("CARGO_BIN_EXE_replica"))
-                .args([
-                    "--config",
-                    config.to_str().unwrap(),
-                    "--id",
-                    &id.to_string(),
-                ])
-                .arg("--data-dir")
-                .arg(dir.path().join(format!("data-{id}")))
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .unwrap(),
-        );
-    }
+    cluster.start_all();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -163,9 +117,7 @@ fn with_every_disk_full_reads_go_on_writes_get_the_alarm_and_resume_when_space_r
         let alarm = s.storage_alarm.unwrap_or_default();
         assert!(alarm.contains("No space left"), "{a}: {alarm:?}");
     }
-    for p in &mut procs.0 {
-        assert!(p.try_wait().unwrap().is_none(), "a replica exited");
-    }
+    assert!(cluster.all_running(), "a replica exited");
 
     // Space returns: the alarm disarms itself (the held group is retried
     // every 500 ms) and writes resume.
@@ -213,6 +165,6 @@ fn with_every_disk_full_reads_go_on_writes_get_the_alarm_and_resume_when_space_r
         ok(rt.block_on(c.call(get("k1")))),
         Reply::Value(Some("after-eio".into()))
     );
-    drop(procs);
+    cluster.stop_all();
     drop(sessions);
 }

@@ -28,6 +28,7 @@ mod gc;
 #[path = "gc_madsim.rs"]
 mod gc;
 mod group_commit;
+mod idle;
 mod peers;
 mod protocol_loop;
 mod routes;
