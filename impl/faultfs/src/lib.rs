@@ -8,6 +8,7 @@ pub mod control;
 pub mod fault;
 pub mod fuse;
 pub mod store;
+pub mod types;
 
 pub use fault::{Fail, FailMode};
 pub use store::{DropReport, Status, Store};

@@ -9,24 +9,20 @@
 //! [`Store::drop_unsynced`] throws the current tree away and takes the
 //! durable one: a power cut.
 //!
-//! The durable tree lives in the backing directory, keyed by inode so that
-//! a rename not yet synced cannot be confused with one that is:
-//! `data/<ino>` holds a file's durable bytes, `manifest.json` every durable
-//! directory's entries. Both are written with fsync (and the manifest by
-//! rename), so the durable tree survives a real crash of this process too.
-//! Unsynced bytes are kept in memory as dirty pages over the durable file.
+//! The durable tree is in the backing directory (`types.rs`); unsynced
+//! bytes are kept in memory as dirty pages over the durable file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::{Deserialize, Serialize};
-
 pub use crate::fault::{Fail, FailMode};
 use crate::fault::{Op, TornWrite};
+use crate::types::{read_full, DurableNode, Manifest};
+pub use crate::types::{Attr, DropReport, Kind, Status};
 
 /// An error number (`libc::E*`) for the kernel.
 pub type Errno = i32;
@@ -35,38 +31,6 @@ pub type Res<T> = Result<T, Errno>;
 pub const ROOT: u64 = 1;
 pub const PAGE: u64 = 4096;
 const MANIFEST: &str = "manifest.json";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Kind {
-    File,
-    Dir,
-}
-
-/// What `stat` shows of an inode.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Attr {
-    pub ino: u64,
-    pub kind: Kind,
-    pub size: u64,
-    pub mode: u32,
-    pub nlink: u32,
-    pub mtime: SystemTime,
-}
-
-/// A durable inode: its kind, permissions and (for a directory) entries.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct DurableNode {
-    kind: Kind,
-    mode: u32,
-    entries: BTreeMap<String, u64>,
-}
-
-/// `manifest.json`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Manifest {
-    next_ino: u64,
-    nodes: BTreeMap<u64, DurableNode>,
-}
 
 /// A current inode.
 #[derive(Debug)]
@@ -97,29 +61,6 @@ impl Inode {
             dirty: BTreeMap::new(),
         }
     }
-}
-
-/// What [`Store::status`] reports.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Status {
-    pub files: usize,
-    pub dirs: usize,
-    /// Bytes in dirty pages (lost by a drop).
-    pub unsynced_bytes: u64,
-    /// Directories whose entries differ from their durable ones.
-    pub unsynced_dirs: usize,
-    pub fail: Option<Fail>,
-    pub drops: u64,
-    pub failed_ops: u64,
-}
-
-/// What a drop did.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct DropReport {
-    pub lost_bytes: u64,
-    pub lost_dirs: usize,
-    /// The torn write: inode, offset, bytes kept of it, its length.
-    pub torn: Option<(u64, u64, u64, u64)>,
 }
 
 pub struct Store {
@@ -183,7 +124,7 @@ impl Store {
     /// Makes the current tree the durable one, and forgets data files no
     /// durable entry reaches.
     fn load_durable(&mut self) -> io::Result<()> {
-        let reachable = self.reachable();
+        let reachable = self.durable.reachable();
         self.inodes.clear();
         for &ino in &reachable {
             let Some(d) = self.durable.nodes.get(&ino) else {
@@ -236,20 +177,6 @@ impl Store {
         // still hold an old one.
         self.durable.next_ino = highest;
         Ok(())
-    }
-
-    /// Inodes the durable tree reaches from the root.
-    fn reachable(&self) -> BTreeSet<u64> {
-        let mut seen = BTreeSet::new();
-        let mut todo = vec![ROOT];
-        while let Some(ino) = todo.pop() {
-            if seen.insert(ino) {
-                if let Some(n) = self.durable.nodes.get(&ino) {
-                    todo.extend(n.entries.values().copied());
-                }
-            }
-        }
-        seen
     }
 
     fn node(&self, ino: u64) -> Res<&Inode> {
@@ -574,7 +501,7 @@ impl Store {
         self.write_manifest(&next).map_err(io_errno)?;
         self.durable = next;
         // Files that neither tree names any more: their bytes can go.
-        let reachable = self.reachable();
+        let reachable = self.durable.reachable();
         let gone: Vec<u64> = self
             .durable
             .nodes
@@ -660,16 +587,4 @@ impl Store {
         }
         s
     }
-}
-
-fn read_full(f: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let n = f.read_at(&mut buf[done..], at + done as u64)?;
-        if n == 0 {
-            break; // past the durable end: zeros
-        }
-        done += n;
-    }
-    Ok(())
 }
