@@ -333,20 +333,17 @@ MergeEntry(own, E, b) ==
 TrimLimit(r) == IF gle[r] < lastExecuted[r] THEN gle[r] ELSE lastExecuted[r]
 \* Messages that depend on a step's durable effects wait until they are durable.
 HoldUntilDurable == TRUE
-\* What installing a snapshot writes: the new snapshot with the log trimmed
-\* to it, in one write (a mutant writes the trim without the snapshot).
-InstallDur(r) == DurNext(r)
 
 \* The end of every step that writes durable state or sends messages that
 \* depend on it: Now are sent at once, Held once everything the replica has
-\* written so far is durable, v the durable state the step writes
-\* (DurNext(r); Out below).  Must come after the step's other conjuncts.
-OutWith(r, Now, Held, v) ==
+\* written so far is durable.  Must come after the step's other conjuncts.
+Out(r, Now, Held) ==
     IF ~ModelPersist
     THEN /\ msgs' = msgs \cup Now \cup Held
          /\ votes' = Voted(r, log'[r], log[r], Now \cup Held)
          /\ UNCHANGED <<dur, pend>>
-    ELSE LET L == Len(pend[r])
+    ELSE LET v == DurNext(r)
+             L == Len(pend[r])
          IN  IF pend[r] = <<>> /\ v = dur[r]          \* nothing to wait for
              THEN /\ msgs' = msgs \cup Now \cup Held
                   /\ votes' = Voted(r, NoLog, NoLog, Now \cup Held)
@@ -360,7 +357,6 @@ OutWith(r, Now, Held, v) ==
                                 THEN [@ EXCEPT ![L].out = @ \cup h]
                                 ELSE Append(@, [dur |-> v, out |-> h])]
                   /\ UNCHANGED dur
-Out(r, Now, Held) == OutWith(r, Now, Held, DurNext(r))
 
 (***************************************************************************)
 (* GC coordination: state (the actions are below, before Next)            *)
@@ -810,7 +806,7 @@ InstallSnapshot(r, m) ==
     /\ sessions' = [sessions EXCEPT ![r] = InstalledSessions(r, m.snap)]
     /\ exec' = [exec EXCEPT ![r] = m.snap.exec]
     /\ UNCHANGED <<up, gle, peerLE, owner, chosen, crashes>>
-    /\ OutWith(r, {}, {}, InstallDur(r))
+    /\ Out(r, {}, {})
 
 \* Persist a snapshot at last executed, then drop the log up to TrimLimit.
 Trim(r) ==
