@@ -28,6 +28,7 @@
 //! max_peer_frame_mb = 256
 //! client_idle_timeout_s = 60      # no request for this long: closed (0 = never)
 //! client_request_timeout_s = 10   # a request begun must be complete within this
+//! client_evict_idle_ms = 1000     # at the cap, one idle this long gives way
 //!
 //! [gc]                    # optional; a collector model run against the
 //! model = "go"            # node's real allocation: none (default) | go | g1
@@ -139,6 +140,8 @@ pub struct Limits {
     /// A request (frame or line) whose first byte came must be complete
     /// within this; the connection is closed otherwise.
     pub client_request_timeout_s: Option<u64>,
+    /// At the cap, a connection idle this long gives its place to a new one.
+    pub client_evict_idle_ms: Option<u64>,
 }
 
 /// [`Limits`] with the defaults filled in.
@@ -150,6 +153,7 @@ pub struct Caps {
     pub max_peer_frame: usize,
     pub client_idle_timeout: Option<Duration>,
     pub client_request_timeout: Duration,
+    pub client_evict_idle: Duration,
 }
 
 impl Default for Caps {
@@ -164,6 +168,7 @@ impl Default for Caps {
             max_peer_frame: 256 << 20,
             client_idle_timeout: Some(Duration::from_secs(60)),
             client_request_timeout: Duration::from_secs(10),
+            client_evict_idle: Duration::from_secs(1),
         }
     }
 }
@@ -196,6 +201,9 @@ impl Limits {
             client_request_timeout: self
                 .client_request_timeout_s
                 .map_or(d.client_request_timeout, |s| Duration::from_secs(s.max(1))),
+            client_evict_idle: self
+                .client_evict_idle_ms
+                .map_or(d.client_evict_idle, Duration::from_millis),
         }
     }
 }

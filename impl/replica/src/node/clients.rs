@@ -59,7 +59,7 @@ pub async fn listen(listener: TcpListener, port: ClientPort) {
         };
         let _ = stream.set_nodelay(true);
         let permit = open.clone().try_acquire_owned().ok();
-        if permit.is_none() && registry.evict_idle() {
+        if permit.is_none() && registry.evict_idle(port.caps.client_evict_idle) {
             // The evicted connection's task gives its place back when it
             // ends, on its next turn: the new one waits for it in a task
             // of its own, so that the accept loop never waits.

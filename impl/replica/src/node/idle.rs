@@ -10,8 +10,8 @@
 //!   `client_request_timeout`, or the connection is closed: a client that
 //!   trickles a request byte by byte holds no place for long.
 //! - At the cap, a new connection takes the place of the oldest connection
-//!   that has been idle for [`EVICT_IDLE`] at least; only when none has is
-//!   the new one refused. (The oldest, not the idlest: found in a few
+//!   that has been idle for `client_evict_idle` (1 s) at least; only when
+//!   none has is the new one refused. (The oldest, not the idlest: found in a few
 //!   steps, where a flood of connections arrives faster than a scan of
 //!   every place could keep up with.)
 
@@ -24,10 +24,6 @@ use std::time::Duration;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-/// How long a connection must have been idle to give its place to a new
-/// one at the cap.
-pub const EVICT_IDLE: Duration = Duration::from_secs(1);
 
 /// One connection's last complete request, and its "close now".
 pub struct Activity {
@@ -76,9 +72,9 @@ impl Registry {
         self.lock().remove(&conn);
     }
 
-    /// Tells the oldest connection idle for [`EVICT_IDLE`] at least to
-    /// close; whether there was one.
-    pub fn evict_idle(&self) -> bool {
+    /// Tells the oldest connection idle for `min_idle` at least to close;
+    /// whether there was one.
+    pub fn evict_idle(&self, min_idle: Duration) -> bool {
         let mut none_at = self.none_at.lock().unwrap_or_else(|p| p.into_inner());
         if none_at.is_some_and(|t| t.elapsed() < EVICT_RETRY) {
             return false;
@@ -86,7 +82,7 @@ impl Registry {
         let mut conns = self.lock();
         let victim = conns
             .iter()
-            .find(|(_, a)| a.idle() >= EVICT_IDLE)
+            .find(|(_, a)| a.idle() >= min_idle)
             .map(|(n, _)| *n);
         match victim.and_then(|n| conns.remove(&n)) {
             Some(a) => {
