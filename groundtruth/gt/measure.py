@@ -1,0 +1,217 @@
+"""One cell of measurement: one implementation at one memory ratio and
+data size, on a fresh cluster: preload, live heap after a full
+collection, warm-up, then the search for the highest load meeting the
+p99 objective, every run measured per replica (CPU, allocation, the
+collector's cycles, pauses and CPU).
+
+A `Cell` runs step by step (`step()` does one bench run), so that the
+table mode can alternate the runs of several cells.
+"""
+
+import json
+import os
+import time
+
+from . import bench, impls, osinfo, runtime_stats
+from .cluster import Cluster
+
+KEY_BYTES, VALUE_BYTES = 23, 500
+
+
+def keys_for(data_mib):
+    """Keys of a data set of `data_mib` MiB of keys and values (bench's keys
+    are 23 bytes, its values 500)."""
+    return max(1, int(data_mib * 2**20 / (KEY_BYTES + VALUE_BYTES)))
+
+
+class Cell:
+    def __init__(self, impl_name, build, o, ratio, data_mib, run_dir, port_base, label=None,
+                 protocol="text", window=1, out=None, calibrate=False):
+        self.impl = impls.get(impl_name)
+        self.o, self.ratio, self.data_mib = o, ratio, data_mib
+        self.keys = keys_for(data_mib)
+        self.memory = int(ratio * data_mib * 2**20)
+        self.label = label or self.impl.name
+        self.protocol, self.window = protocol, window
+        self.run_dir = run_dir
+        self.out = out
+        self.cluster = Cluster(self.impl, build, run_dir, self.memory, int(o.slack_mib * 2**20), port_base,
+                               tag=f"{os.getpid()}-{os.path.basename(run_dir)}",
+                               commit_interval_ms=o.commit_interval, threadpool=o.threadpool,
+                               procs=1 if o.pin != "none" else None, calibrate=calibrate)
+        self.search = bench.Search(o.start_rate, o.attempts, o.max_rate, o.bisections)
+        self.runs, self.leader, self.bench_cpus = [], None, None
+        self.error, self.live = None, None
+        self.bench_jsonl = os.path.join(run_dir, "bench.jsonl")
+
+    # ---- set-up -----------------------------------------------------------
+
+    def setup(self):
+        """Starts the cluster, preloads the keys, measures the live heap,
+        warms up. On failure the cell records the error and ends."""
+        c = self.cluster
+        try:
+            c.start()
+            self.leader = c.wait_ready(self.o.ready_timeout)
+            self.bench_cpus = c.pin(self.leader, self.o.pin)
+            t = self.target()
+            pre, text = bench.run(t, self.o.warm_rate, 1, 0, self.keys, self.bench_jsonl, preload=True,
+                                  cpus=self.bench_cpus)
+            if pre is None or pre["wrong"]:
+                raise RuntimeError(f"preload failed: {text[-1500:]}")
+            self.live = self.live_heap()
+            warm, text = bench.run(t, self.o.warm_rate, self.o.warm_s, 0, self.keys, self.bench_jsonl,
+                                   cpus=self.bench_cpus)
+            if warm is None:
+                raise RuntimeError(f"warm-up failed: {text[-1500:]}")
+        except (RuntimeError, OSError, osinfo.CgroupError) as e:
+            self.error = str(e)
+            self.search.done = True
+
+    def target(self):
+        return self.cluster.target(self.protocol, self.o.connections, self.window)
+
+    def live_heap(self):
+        """Each replica's live heap after a full collection (bytes), where the
+        runtime has one."""
+        c = self.cluster
+        if self.impl.runtime == "none":
+            return None
+        c.force_full_gc()
+        out = []
+        for l in c.launches:
+            if self.impl.runtime == "go":
+                out.append(runtime_stats.go_last_forced(l.metrics))
+            else:
+                out.append(runtime_stats.java_last_full_gc(l.gclog))
+        return out
+
+    # ---- the search -------------------------------------------------------
+
+    def step(self):
+        """One run of the search; False when the search is over."""
+        rate = self.search.next_rate()
+        if rate is None:
+            return False
+        r = self.measured_run(rate, self.o.duration, self.o.warmup, workload=self.o.workload)
+        if r["bench"] is None:
+            self.error = "bench failed: " + r["bench_output"][-1500:]
+            self.search.done = True
+            return False
+        self.search.record(r["bench"], r["meets_slo"])
+        return True
+
+    def measured_run(self, rate, duration, warmup, workload="a"):
+        """One bench run with every replica's CPU sampled around it."""
+        c = self.cluster
+        leader = c.leader()
+        if leader is not None and leader != self.leader and self.o.pin != "none":
+            self.bench_cpus = c.pin(leader, self.o.pin)
+        self.leader = leader if leader is not None else self.leader
+        c.reset_peaks()
+        before, t0 = c.snapshot(), time.time()
+        rec, text = bench.run(self.target(), rate, duration, warmup, self.keys, self.bench_jsonl,
+                              workload=workload, cpus=self.bench_cpus, seed=len(self.runs) + 2)
+        t1, after = time.time(), c.snapshot()
+        run = {"rate": rate, "workload": workload, "t0": t0, "t1": t1, "duration": duration, "warmup": warmup,
+               "bench": rec, "bench_output": text if rec is None or rec.get("bench_rc") else "",
+               "meets_slo": rec is not None and bench.meets_slo(rec, self.o.slo_ms),
+               "leader_before": self.leader, "leader_after": c.leader(),
+               "before": before, "after": after, "memory": c.memory(),
+               "placement": dict(c.placement), "bench_cpus": self.bench_cpus, "loadavg": osinfo.loadavg()}
+        self.runs.append(run)
+        return run
+
+    # ---- the end ----------------------------------------------------------
+
+    def finish(self):
+        """Stops the cluster, derives every run's per-replica figures, writes
+        the JSON lines; returns the cell's summary."""
+        died = self.cluster.dead()
+        mem = self.cluster.stop()
+        runs = [self.derive(r) for r in self.runs]
+        best = self.search.lo
+        best_run = next((r for r in runs if r["bench"] is best), None) if best else None
+        summary = {
+            "kind": "cell", "impl": self.impl.name, "label": self.label, "runtime": self.impl.runtime,
+            "protocol": self.protocol, "connections": self.o.connections, "window": self.window,
+            "ratio": self.ratio,
+            "data_mib": self.data_mib, "keys": self.keys, "memory_bytes": self.memory,
+            "cgroup_limit_bytes": self.cluster.cgroup_limit,
+            "max_ops": best["achieved"] if best else 0.0,
+            "max_offered": best["offered"] if best else 0.0,
+            "p99_ms_at_max": best["p99_ms"] if best else None,
+            "meets_slo_somewhere": best is not None,
+            "at_max": best_run["replicas"] if best_run else None,
+            "roles_at_max": best_run["roles"] if best_run else None,
+            "live_after_preload_bytes": self.live,
+            "runs": len(runs), "leader_changes": sum(r["leader_before"] != r["leader_after"] for r in runs),
+            "exit_codes": self.cluster.exit_codes, "died_before_stop": died, "memory_at_stop": mem,
+            "oom_kills": sum((m.get("oom_kills") or 0) for m in mem),
+            "placement": dict(self.cluster.placement), "procs_hint": self.cluster.procs_hint,
+            "error": self.error, "run_dir": self.run_dir,
+        }
+        if self.out:
+            with open(self.out, "a") as f:
+                for r in runs:
+                    f.write(json.dumps({"kind": "run", "impl": self.impl.name, "label": self.label,
+                                        "ratio": self.ratio, "data_mib": self.data_mib, **r}) + "\n")
+                f.write(json.dumps(summary) + "\n")
+        return summary
+
+    def derive(self, run):
+        """Per-replica and per-role figures of one run."""
+        b = run["bench"] or {}
+        ops = ops_in_window(b, run["duration"], run["warmup"])
+        window = run["t1"] - run["t0"]
+        reps = []
+        for i, l in enumerate(self.cluster.launches):
+            cpu = _sub(run["after"][i].get("cpu_s"), run["before"][i].get("cpu_s"))
+            rs = {}
+            if self.impl.runtime == "go":
+                rs = runtime_stats.go_window(l.metrics, l.gclog, self.cluster.starts[i], run["t0"], run["t1"])
+                rs["gc_cpu_share"] = _div(rs.get("gc_cpu_s"), cpu)
+                rs["gc_active_share"] = _div(rs["mark_wall_ms"] / 1e3, window)
+            elif self.impl.runtime == "java":
+                rs = runtime_stats.java_window(l.metrics, l.gclog, run["t0"], run["t1"])
+                rs["gc_cpu_s"] = _sub(run["after"][i].get("gc_threads_cpu_s"), run["before"][i].get("gc_threads_cpu_s"))
+                rs["gc_cpu_share"] = _div(rs["gc_cpu_s"], cpu)
+            elif l.calibrate:
+                rs = runtime_stats.stutter_alloc(l.calibrate, run["t0"], run["t1"])
+            reps.append({"id": i, "role": "leader" if i == run["leader_before"] else "follower",
+                         "cpu_s": cpu, "cpu_us_per_op": _div(cpu, ops, 1e6),
+                         "alloc_bytes_per_op": _div(rs.get("alloc_bytes"), ops),
+                         "alloc_objects_per_op": _div(rs.get("alloc_objects"), ops),
+                         "alive_after": run["after"][i]["alive"], **rs})
+        out = {k: v for k, v in run.items() if k not in ("before", "after")}
+        out.update({"ops": ops, "window_s": window, "replicas": reps, "roles": roles(reps)})
+        return out
+
+
+def ops_in_window(b, duration, warmup):
+    """Operations bench completed in the run's window: the measured ones,
+    and the warm-up's at the same rate."""
+    if not b:
+        return None
+    return b["ok"] * (duration + warmup) / duration if duration else b["ok"]
+
+
+def roles(reps):
+    """Leader and mean-follower figures of the numeric fields."""
+    lead = [r for r in reps if r["role"] == "leader"]
+    foll = [r for r in reps if r["role"] == "follower"]
+    keys = ("cpu_us_per_op", "alloc_bytes_per_op", "alloc_objects_per_op", "gc_cpu_share", "gc_cpu_s",
+            "cycles", "pauses", "pause_total_ms", "pause_max_ms", "survivor_fraction", "gc_active_share")
+
+    def mean(rs, k):
+        v = [r[k] for r in rs if isinstance(r.get(k), (int, float))]
+        return sum(v) / len(v) if v else None
+    return {"leader": {k: mean(lead, k) for k in keys}, "follower": {k: mean(foll, k) for k in keys}}
+
+
+def _sub(a, b):
+    return None if a is None or b is None else a - b
+
+
+def _div(a, b, scale=1.0):
+    return None if a is None or not b else a / b * scale
