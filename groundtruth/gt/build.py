@@ -23,10 +23,16 @@ from . import BIN, HERE, ROOT
 DEPS = {
     "go-tcp": [("cmd", "go", "golang-go"), ("file", "/usr/include/rocksdb/c.h", "librocksdb-dev"),
                ("cmd", "gcc", "gcc")],
+    "java": [("cmd", "mvn", "maven"), ("cmd", "javac", "default-jdk-headless")],
     "java-tcp": [("cmd", "mvn", "maven"), ("cmd", "javac", "default-jdk-headless")],
     "rust-tcp": [("cmd", "cargo", "cargo (rustup)"), ("cmd", "protoc", "protobuf-compiler"),
                  ("glob", "/usr/lib/llvm-*/lib/libclang*.so*", "libclang-dev"),
                  ("file", "/usr/include/rocksdb/c.h", "librocksdb-dev")],
+    "c++": [("cmd", "g++", "g++"), ("cmd", "grpc_cpp_plugin", "protobuf-compiler-grpc"),
+            ("cmd", "protoc", "protobuf-compiler"), ("file", "/usr/include/grpcpp/grpcpp.h", "libgrpc++-dev"),
+            ("file", "/usr/include/asio.hpp", "libasio-dev"), ("file", "/usr/include/gflags/gflags.h", "libgflags-dev"),
+            ("file", "/usr/include/glog/logging.h", "libgoogle-glog-dev"),
+            ("file", "/usr/include/rocksdb/db.h", "librocksdb-dev")],
     "c++-tcp": [("cmd", "g++", "g++"), ("file", "/usr/include/asio.hpp", "libasio-dev"),
                 ("file", "/usr/include/gflags/gflags.h", "libgflags-dev"),
                 ("file", "/usr/include/glog/logging.h", "libgoogle-glog-dev"),
@@ -217,4 +223,26 @@ def _cxx(work, out, log):
     return {"binary": binary, "tool": tool_version(["g++", "--version"])}
 
 
-BUILDERS = {"go-tcp": _go, "java-tcp": _java, "rust-tcp": _rust, "c++-tcp": _cxx}
+# `java` (gRPC between peers) fetches protoc and its gRPC plugin from Maven
+# Central through its protobuf-maven-plugin.
+# c++ (gRPC between peers): its Bazel BUILD's replicant binary and the
+# code protoc generates from multipaxos.proto, against Debian's gRPC.
+CXX_GRPC_SOURCES = ["main.cc", "replicant.cc", "client_manager.cc", "client.cc", "multipaxos.cc", "log.cc",
+                    "kvstore.cc", "memkvstore.cc", "rocksdbstore.cc", "multipaxos.pb.cc", "multipaxos.grpc.pb.cc"]
+
+
+def _cxx_grpc(work, out, log):
+    _run(["protoc", "-I.", "--cpp_out=.", "--grpc_out=.",
+          "--plugin=protoc-gen-grpc=" + shutil.which("grpc_cpp_plugin"), "multipaxos.proto"], work, log)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "grpc++", "protobuf"],
+                           capture_output=True, text=True)
+    if flags.returncode != 0:
+        raise BuildError("pkg-config finds no grpc++ / protobuf (libgrpc++-dev)")
+    binary = os.path.join(out, "replicant")
+    _run(["g++", "-std=c++17", "-O2", "-DNDEBUG", "-I.", "-o", binary] + CXX_GRPC_SOURCES
+         + flags.stdout.split() + ["-lrocksdb", "-lglog", "-lgflags", "-lpthread"], work, log)
+    return {"binary": binary, "tool": tool_version(["g++", "--version"])}
+
+
+BUILDERS = {"go-tcp": _go, "java": _java, "java-tcp": _java, "rust-tcp": _rust, "c++": _cxx_grpc,
+            "c++-tcp": _cxx}

@@ -42,6 +42,7 @@ class Cluster:
         self.ports = impls.Ports(port_base)
         self.tag = tag
         self.procs_hint = procs
+        self.commit_interval_ms = commit_interval_ms
         os.makedirs(run_dir, exist_ok=True)
         self.config = impls.write_config(impl, run_dir, self.ports, n, commit_interval_ms, threadpool)
         self.launches = [impls.launch(impl, build, i, self.config, run_dir, memory_bytes, procs, calibrate)
@@ -76,19 +77,27 @@ class Cluster:
                        "cgroup_limit": self.cgroup_limit, "memory": self.memory_bytes}, f, indent=1)
 
     def wait_ready(self, timeout_s=120):
-        """Waits until every client port accepts and a leader answers;
-        returns the leader's id. JVMs on a busy machine take tens of seconds."""
+        """Waits until every client port accepts and one leader has answered
+        for `stable_s` (4 commit rounds, at least 2 s); returns its id. The
+        first leader is not always the last: in Replicant's Java the
+        replica started last takes over from one that cannot reach it.
+        JVMs on a busy machine take tens of seconds to start."""
         deadline = time.time() + timeout_s
+        stable_s = max(2.0, 4 * self.commit_interval_ms / 1000)
+        since, last = None, None
         while time.time() < deadline:
             dead = self.dead()
             if dead:
                 raise RuntimeError(f"replica(s) {dead} exited during start-up: see {self.run_dir}/replica-*.log")
+            leader = None
             if all(_accepts(self.ports.client(i)) for i in range(self.n)):
                 leader = self.leader()
-                if leader is not None:
-                    return leader
+            if leader is None or leader != last:
+                since, last = time.time(), leader
+            elif time.time() - since >= stable_s:
+                return leader
             time.sleep(0.5)
-        raise RuntimeError(f"{self.impl.name}: no leader after {timeout_s} s (logs in {self.run_dir})")
+        raise RuntimeError(f"{self.impl.name}: no stable leader after {timeout_s} s (logs in {self.run_dir})")
 
     def stop(self):
         for p in self.procs:

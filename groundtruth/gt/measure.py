@@ -10,6 +10,7 @@ table mode can alternate the runs of several cells.
 
 import json
 import os
+import threading
 import time
 
 from . import bench, impls, osinfo, runtime_stats
@@ -54,19 +55,29 @@ class Cell:
             c.start()
             self.leader = c.wait_ready(self.o.ready_timeout)
             self.bench_cpus = c.pin(self.leader, self.o.pin)
-            t = self.target()
-            pre, text = bench.run(t, self.o.warm_rate, 1, 0, self.keys, self.bench_jsonl, preload=True,
-                                  cpus=self.bench_cpus)
-            if pre is None or pre["wrong"]:
-                raise RuntimeError(f"preload failed: {text[-1500:]}")
+            self.preload()
             self.live = self.live_heap()
-            warm, text = bench.run(t, self.o.warm_rate, self.o.warm_s, 0, self.keys, self.bench_jsonl,
-                                   cpus=self.bench_cpus)
-            if warm is None:
-                raise RuntimeError(f"warm-up failed: {text[-1500:]}")
+            self.warm(self.o.warm_rate)
         except (RuntimeError, OSError, osinfo.CgroupError) as e:
             self.error = str(e)
             self.search.done = True
+
+    def preload(self):
+        """Writes every key once (bench's preload, then one short run). With
+        fewer connections than the runs: the preload only has to finish,
+        and a Replicant leader that answers "retry" to many concurrent
+        requests on a busy machine made bench give up."""
+        t = dict(self.target(), connections=min(self.target()["connections"], self.o.preload_connections))
+        pre, text = bench.run(t, self.o.warm_rate, 1, 0, self.keys, self.bench_jsonl, preload=True,
+                              cpus=self.bench_cpus)
+        if pre is None or pre["wrong"]:
+            raise RuntimeError(f"preload failed: {text[-1500:]}")
+
+    def warm(self, rate):
+        warm, text = bench.run(self.target(), rate, self.o.warm_s, 0, self.keys, self.bench_jsonl,
+                               cpus=self.bench_cpus)
+        if warm is None:
+            raise RuntimeError(f"warm-up failed: {text[-1500:]}")
 
     def target(self):
         return self.cluster.target(self.protocol, self.o.connections, self.window)
@@ -102,23 +113,24 @@ class Cell:
         return True
 
     def measured_run(self, rate, duration, warmup, workload="a"):
-        """One bench run with every replica's CPU sampled around it."""
+        """One bench run with every replica's CPU sampled through it."""
         c = self.cluster
         leader = c.leader()
         if leader is not None and leader != self.leader and self.o.pin != "none":
             self.bench_cpus = c.pin(leader, self.o.pin)
         self.leader = leader if leader is not None else self.leader
         c.reset_peaks()
-        before, t0 = c.snapshot(), time.time()
-        rec, text = bench.run(self.target(), rate, duration, warmup, self.keys, self.bench_jsonl,
-                              workload=workload, cpus=self.bench_cpus, seed=len(self.runs) + 2)
-        t1, after = time.time(), c.snapshot()
+        with Sampler(c) as cpu:
+            t0 = time.time()
+            rec, text = bench.run(self.target(), rate, duration, warmup, self.keys, self.bench_jsonl,
+                                  workload=workload, cpus=self.bench_cpus, seed=len(self.runs) + 2)
+            t1 = time.time()
         run = {"rate": rate, "workload": workload, "t0": t0, "t1": t1, "duration": duration, "warmup": warmup,
                "bench": rec, "bench_output": text if rec is None or rec.get("bench_rc") else "",
                "meets_slo": rec is not None and bench.meets_slo(rec, self.o.slo_ms),
-               "leader_before": self.leader, "leader_after": c.leader(),
-               "before": before, "after": after, "memory": c.memory(),
-               "placement": dict(c.placement), "bench_cpus": self.bench_cpus, "loadavg": osinfo.loadavg()}
+               "leader_before": self.leader, "leader_after": c.leader(), "cpu_samples": cpu.samples,
+               "memory": c.memory(), "placement": dict(c.placement), "bench_cpus": self.bench_cpus,
+               "loadavg": osinfo.loadavg()}
         self.runs.append(run)
         return run
 
@@ -160,40 +172,77 @@ class Cell:
         return summary
 
     def derive(self, run):
-        """Per-replica and per-role figures of one run."""
+        """Per-replica and per-role figures of one run, over bench's
+        measured part (its warm-up, with the connections' set-up, left
+        out) or, without bench, the whole window."""
         b = run["bench"] or {}
-        ops = ops_in_window(b, run["duration"], run["warmup"])
-        window = run["t1"] - run["t0"]
+        t0, t1 = b.get("measured_from_unix_s", run["t0"]), b.get("measured_to_unix_s", run["t1"])
+        ops = b.get("ok")
+        window = t1 - t0
+        cpu_series = run["cpu_samples"]
         reps = []
         for i, l in enumerate(self.cluster.launches):
-            cpu = _sub(run["after"][i].get("cpu_s"), run["before"][i].get("cpu_s"))
+            cpu = runtime_stats.delta(cpu_series, f"cpu{i}", t0, t1)
             rs = {}
             if self.impl.runtime == "go":
-                rs = runtime_stats.go_window(l.metrics, l.gclog, self.cluster.starts[i], run["t0"], run["t1"])
+                rs = runtime_stats.go_window(l.metrics, l.gclog, self.cluster.starts[i], t0, t1)
                 rs["gc_cpu_share"] = _div(rs.get("gc_cpu_s"), cpu)
                 rs["gc_active_share"] = _div(rs["mark_wall_ms"] / 1e3, window)
             elif self.impl.runtime == "java":
-                rs = runtime_stats.java_window(l.metrics, l.gclog, run["t0"], run["t1"])
-                rs["gc_cpu_s"] = _sub(run["after"][i].get("gc_threads_cpu_s"), run["before"][i].get("gc_threads_cpu_s"))
+                rs = runtime_stats.java_window(l.metrics, l.gclog, t0, t1)
+                rs["gc_cpu_s"] = runtime_stats.delta(cpu_series, f"gc{i}", t0, t1)
                 rs["gc_cpu_share"] = _div(rs["gc_cpu_s"], cpu)
             elif l.calibrate:
-                rs = runtime_stats.stutter_alloc(l.calibrate, run["t0"], run["t1"])
+                rs = runtime_stats.stutter_alloc(l.calibrate, t0, t1)
             reps.append({"id": i, "role": "leader" if i == run["leader_before"] else "follower",
                          "cpu_s": cpu, "cpu_us_per_op": _div(cpu, ops, 1e6),
                          "alloc_bytes_per_op": _div(rs.get("alloc_bytes"), ops),
                          "alloc_objects_per_op": _div(rs.get("alloc_objects"), ops),
-                         "alive_after": run["after"][i]["alive"], **rs})
-        out = {k: v for k, v in run.items() if k not in ("before", "after")}
-        out.update({"ops": ops, "window_s": window, "replicas": reps, "roles": roles(reps)})
+                         "alive_after": _alive_after(cpu_series, i), **rs})
+        out = {k: v for k, v in run.items() if k != "cpu_samples"}
+        out.update({"ops": ops, "window": [t0, t1], "window_s": window, "replicas": reps, "roles": roles(reps)})
         return out
 
 
-def ops_in_window(b, duration, warmup):
-    """Operations bench completed in the run's window: the measured ones,
-    and the warm-up's at the same rate."""
-    if not b:
-        return None
-    return b["ok"] * (duration + warmup) / duration if duration else b["ok"]
+class Sampler:
+    """Samples every replica's CPU (and a JVM's collector threads') every
+    `period` s while in a `with` block: `samples` in the form
+    runtime_stats.at reads, fields cpu<i> and gc<i>."""
+
+    def __init__(self, cluster, period=0.1):
+        self.cluster, self.period = cluster, period
+        self.samples = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _take(self):
+        fields = {}
+        for i, s in enumerate(self.cluster.snapshot()):
+            if s["cpu_s"] is not None:
+                fields[f"cpu{i}"] = s["cpu_s"]
+            if s.get("gc_threads_cpu_s") is not None:
+                fields[f"gc{i}"] = s["gc_threads_cpu_s"]
+            fields[f"alive{i}"] = 1.0 if s["alive"] else 0.0
+        self.samples.append((time.time(), "tick", fields))
+
+    def _loop(self):
+        while not self._stop.wait(self.period):
+            self._take()
+
+    def __enter__(self):
+        self._take()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._take()
+        return False
+
+
+def _alive_after(samples, i):
+    return bool(samples and samples[-1][2].get(f"alive{i}"))
 
 
 def roles(reps):

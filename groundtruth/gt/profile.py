@@ -19,18 +19,19 @@ import os
 import time
 
 from . import runtime_stats
-from .measure import KEY_BYTES, VALUE_BYTES, Cell, _div
+from .measure import KEY_BYTES, VALUE_BYTES, Sampler, _div
 
 
 def idle_run(cell, seconds):
     """A window without load, recorded like a run (bench None)."""
     c = cell.cluster
-    before, t0 = c.snapshot(), time.time()
-    time.sleep(seconds)
-    t1, after = time.time(), c.snapshot()
+    with Sampler(c) as cpu:
+        t0 = time.time()
+        time.sleep(seconds)
+        t1 = time.time()
     run = {"rate": 0.0, "workload": "idle", "t0": t0, "t1": t1, "duration": seconds, "warmup": 0.0,
            "bench": None, "bench_output": "", "meets_slo": False, "leader_before": cell.leader,
-           "leader_after": c.leader(), "before": before, "after": after, "memory": c.memory(),
+           "leader_after": c.leader(), "cpu_samples": cpu.samples, "memory": c.memory(),
            "placement": dict(c.placement), "bench_cpus": cell.bench_cpus, "loadavg": None}
     cell.runs.append(run)
     return run
@@ -38,24 +39,18 @@ def idle_run(cell, seconds):
 
 def measure(cell, o):
     """Runs steps 1-5 on `cell` (not yet set up); returns the derived runs by name."""
-    from . import bench
     c = cell.cluster
     c.start()
     cell.leader = c.wait_ready(o.ready_timeout)
     cell.bench_cpus = c.pin(cell.leader, o.pin)
     named = {"idle": idle_run(cell, o.idle_s)}
     base = cell.live_heap()
-    t = cell.target()
-    pre, text = bench.run(t, o.warm_rate, 1, 0, cell.keys, cell.bench_jsonl, preload=True, cpus=cell.bench_cpus)
-    if pre is None or pre["wrong"]:
-        raise RuntimeError(f"preload failed: {text[-1500:]}")
+    cell.preload()
     named["idle_loaded"] = idle_run(cell, min(2.0, o.idle_s))
     loaded = cell.live_heap()
-    warm, text = bench.run(t, o.profile_rate, o.warm_s, 0, cell.keys, cell.bench_jsonl, cpus=cell.bench_cpus)
-    if warm is None:
-        raise RuntimeError(f"warm-up failed: {text[-1500:]}")
+    cell.warm(o.profile_rate)
     for name, workload in (("read", "c"), ("write", "w"), ("mixed", "a")):
-        named[name] = cell.measured_run(o.profile_rate, o.profile_s, 0, workload=workload)
+        named[name] = cell.measured_run(o.profile_rate, o.profile_s, o.warmup, workload=workload)
     cell.finish()
     derived = {name: cell.derive(r) for name, r in named.items()}
     return derived, base, loaded

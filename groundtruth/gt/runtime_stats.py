@@ -57,7 +57,9 @@ def read_samples(path, fields):
 
 def at(samples, field, t):
     """A cumulative counter's value at Unix time t, interpolated linearly
-    between the samples around it (None outside the samples)."""
+    between the samples around it (None outside the samples). Samples
+    without the field (a process that had exited) are passed over."""
+    samples = [s for s in samples if field in s[2]]
     ts = [s[0] for s in samples]
     i = bisect.bisect_left(ts, t)
     if i == 0:
