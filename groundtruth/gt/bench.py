@@ -82,7 +82,7 @@ class Search:
 
 
 def run(target, rate, duration_s, warmup_s, keys, out_jsonl, workload="a", preload=False,
-        seed=1, timeout_s=2.0, cpus=None):
+        seed=1, timeout_s=2.0, cpus=None, limit_s=None):
     """One bench invocation; returns (its result record or None, stdout+stderr).
 
     `target`: {"kind": "stutter", "config": PATH, "protocol": "text"|"framed",
@@ -103,7 +103,14 @@ def run(target, rate, duration_s, warmup_s, keys, out_jsonl, workload="a", prelo
         argv = ["taskset", "-c", cpus] + argv
     before = len(_lines(out_jsonl))
     env = dict(os.environ, RUST_BACKTRACE="0", RUST_LIB_BACKTRACE="0")
-    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if limit_s is None:
+        # The schedule, its drain, and a preload of every key at 100/s.
+        limit_s = 60 + 3 * (duration_s + warmup_s + 2 * timeout_s) + (keys / 100 if preload else 0)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=limit_s)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, f"bench did not finish in {limit_s:.0f} s (killed){': ' + out[-2000:] if out else ''}"
     after = _lines(out_jsonl)
     rec = json.loads(after[before]) if len(after) > before else None
     if rec is not None:

@@ -154,8 +154,7 @@ def launch(impl, build, i, config, run_dir, memory_bytes, procs=None, calibrate=
             env["TOKIO_WORKER_THREADS"] = str(procs)
         return Launch([binary, "--id", str(i), "--config-path", config], env)
     if impl.name in ("c++", "c++-tcp"):
-        argv = [binary, f"--id={i}", f"--config_path={config}"]
-        if procs:
-            argv.append(f"--num_threads={procs}")
-        return Launch(argv, env)
+        # Its asio thread count (--num_threads, default 4) is the program's
+        # own setting, not a runtime's view of the cores: left as it is.
+        return Launch([binary, f"--id={i}", f"--config_path={config}"], env)
     raise ValueError(impl.name)

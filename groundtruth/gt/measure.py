@@ -68,8 +68,10 @@ class Cell:
         and a Replicant leader that answers "retry" to many concurrent
         requests on a busy machine made bench give up."""
         t = dict(self.target(), connections=min(self.target()["connections"], self.o.preload_connections))
+        # A long per-request timeout: a replica deep in collection work is
+        # slow, and loading the data is not the measurement.
         pre, text = bench.run(t, self.o.warm_rate, 1, 0, self.keys, self.bench_jsonl, preload=True,
-                              cpus=self.bench_cpus)
+                              cpus=self.bench_cpus, timeout_s=10.0)
         if pre is None or pre["wrong"]:
             raise RuntimeError(f"preload failed: {text[-1500:]}")
 
