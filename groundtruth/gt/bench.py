@@ -124,3 +124,14 @@ def _lines(path):
             return f.read().splitlines()
     except OSError:
         return []
+
+
+def error_line(text):
+    """bench's error, on one line ("Error: X / Caused by: Y" -> "X: Y"),
+    or the end of its output."""
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        if line.startswith("Error: "):
+            causes = [x.strip() for x in lines[k + 1:] if x.strip() and x.strip() != "Caused by:"]
+            return ": ".join([line[len("Error: "):]] + causes)[:500]
+    return " ".join(lines[-3:])[:500]

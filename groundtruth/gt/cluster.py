@@ -118,6 +118,23 @@ class Cluster:
     def dead(self):
         return [i for i, p in enumerate(self.procs) if p.poll() is not None]
 
+    def deaths(self):
+        """Why each replica that exited did: {id: "exit CODE: first fatal line of its log"}."""
+        out = {}
+        for i in self.dead():
+            code = self.procs[i].returncode
+            why = "killed by the kernel's OOM killer?" if code == -9 else ""
+            try:
+                with open(os.path.join(self.run_dir, f"replica-{i}.log"), errors="replace") as f:
+                    for line in f:
+                        if any(k in line for k in FATAL):
+                            why = line.strip()[:300]
+                            break
+            except OSError:
+                pass
+            out[i] = f"exit {code}: {why}".strip()
+        return out
+
     # ---- roles and placement ----------------------------------------------
 
     def leader(self):
@@ -192,6 +209,12 @@ class Cluster:
                     "connections": connections, "window": window}
         return {"kind": "replicant", "addrs": [f"127.0.0.1:{self.ports.client(i)}" for i in range(self.n)],
                 "connections": connections * max(1, window)}
+
+
+# The first line of a fatal error, by runtime: Go's panic (logrus's
+# Panicf prints its message first), glog's CHECK, a JVM's fatal error, a
+# Rust panic.
+FATAL = ("panic", "Check failed", "Exception in thread", "OutOfMemoryError", "fatal error", "SIGSEGV")
 
 
 def _accepts(port):

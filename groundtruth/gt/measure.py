@@ -59,7 +59,9 @@ class Cell:
             self.live = self.live_heap()
             self.warm(self.o.warm_rate)
         except (RuntimeError, OSError, osinfo.CgroupError) as e:
-            self.error = str(e)
+            deaths = self.cluster.deaths()
+            self.error = str(e) + ("; replica died: " + "; ".join(f"{i}: {w}" for i, w in deaths.items())
+                                   if deaths else "")
             self.search.done = True
 
     def preload(self):
@@ -73,13 +75,13 @@ class Cell:
         pre, text = bench.run(t, self.o.warm_rate, 1, 0, self.keys, self.bench_jsonl, preload=True,
                               cpus=self.bench_cpus, timeout_s=10.0)
         if pre is None or pre["wrong"]:
-            raise RuntimeError(f"preload failed: {text[-1500:]}")
+            raise RuntimeError(f"preload failed: {bench.error_line(text)}")
 
     def warm(self, rate):
         warm, text = bench.run(self.target(), rate, self.o.warm_s, 0, self.keys, self.bench_jsonl,
                                cpus=self.bench_cpus)
         if warm is None:
-            raise RuntimeError(f"warm-up failed: {text[-1500:]}")
+            raise RuntimeError(f"warm-up failed: {bench.error_line(text)}")
 
     def target(self):
         return self.cluster.target(self.protocol, self.o.connections, self.window)
@@ -108,7 +110,14 @@ class Cell:
             return False
         r = self.measured_run(rate, self.o.duration, self.o.warmup, workload=self.o.workload)
         if r["bench"] is None:
-            self.error = "bench failed: " + r["bench_output"][-1500:]
+            self.error = "bench failed: " + bench.error_line(r["bench_output"])
+            self.search.done = True
+            return False
+        deaths = self.cluster.deaths()
+        if deaths:
+            # A replica that died does not come back: the rest of the search
+            # would measure a cluster of two.
+            self.error = "replica died: " + "; ".join(f"{i}: {w}" for i, w in deaths.items())
             self.search.done = True
             return False
         self.search.record(r["bench"], r["meets_slo"])
@@ -141,7 +150,7 @@ class Cell:
     def finish(self):
         """Stops the cluster, derives every run's per-replica figures, writes
         the JSON lines; returns the cell's summary."""
-        died = self.cluster.dead()
+        died = self.cluster.deaths()
         mem = self.cluster.stop()
         runs = [self.derive(r) for r in self.runs]
         best = self.search.lo
@@ -186,14 +195,25 @@ class Cell:
         for i, l in enumerate(self.cluster.launches):
             cpu = runtime_stats.delta(cpu_series, f"cpu{i}", t0, t1)
             rs = {}
+            # gc_cpu_share: the collector's share of the CPU the process
+            # could use (its cores x the window). Go: runtime/metrics' gc
+            # total over its total (GOMAXPROCS x wall time), both as the
+            # runtime accounts them; Java: the OS CPU of the JVM's collector
+            # threads over its processors x the window. gc_of_process_cpu:
+            # over the process's OS CPU (for Go an estimate over a measured
+            # time; above 1 when the OS ran the process less than its Ps
+            # were busy, on a crowded machine).
             if self.impl.runtime == "go":
                 rs = runtime_stats.go_window(l.metrics, l.gclog, self.cluster.starts[i], t0, t1)
-                rs["gc_cpu_share"] = _div(rs.get("gc_cpu_s"), cpu)
+                rs["gc_cpu_share"] = _div(rs.get("gc_cpu_s"), rs.get("total_cpu_s"))
+                rs["gc_of_process_cpu"] = _div(rs.get("gc_cpu_s"), cpu)
                 rs["gc_active_share"] = _div(rs["mark_wall_ms"] / 1e3, window)
             elif self.impl.runtime == "java":
                 rs = runtime_stats.java_window(l.metrics, l.gclog, t0, t1)
                 rs["gc_cpu_s"] = runtime_stats.delta(cpu_series, f"gc{i}", t0, t1)
-                rs["gc_cpu_share"] = _div(rs["gc_cpu_s"], cpu)
+                procs = self.cluster.procs_hint or os.cpu_count()
+                rs["gc_cpu_share"] = _div(rs["gc_cpu_s"], window * procs)
+                rs["gc_of_process_cpu"] = _div(rs["gc_cpu_s"], cpu)
             elif l.calibrate:
                 rs = runtime_stats.stutter_alloc(l.calibrate, t0, t1)
             reps.append({"id": i, "role": "leader" if i == run["leader_before"] else "follower",
@@ -251,7 +271,8 @@ def roles(reps):
     """Leader and mean-follower figures of the numeric fields."""
     lead = [r for r in reps if r["role"] == "leader"]
     foll = [r for r in reps if r["role"] == "follower"]
-    keys = ("cpu_us_per_op", "alloc_bytes_per_op", "alloc_objects_per_op", "gc_cpu_share", "gc_cpu_s",
+    keys = ("cpu_us_per_op", "alloc_bytes_per_op", "alloc_objects_per_op", "gc_cpu_share", "gc_of_process_cpu",
+            "gc_cpu_s",
             "cycles", "pauses", "pause_total_ms", "pause_max_ms", "survivor_fraction", "gc_active_share")
 
     def mean(rs, k):

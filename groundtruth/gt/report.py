@@ -24,7 +24,7 @@ def grid_table(cells):
         unc = [c["max_ops"] for c in cells if c["ratio"] == r and c["runtime"] == "none" and not c["error"]]
         base[r] = max(unc) if unc else None
     head = ("| implementation | memory/data | memory limit | max ops/s at p99 ≤ SLO | p99 ms | vs best uncollected "
-            "| leader collector CPU share | leader cycles / pauses in that run | max pause ms "
+            "| leader collector CPU (share of its cores) | leader cycles / pauses in that run | max pause ms "
             "| leader / follower bytes per op | leader CPU µs/op | OOM kills | note |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for c in sorted(cells, key=lambda c: (-c["ratio"], c["label"])):
@@ -32,7 +32,7 @@ def grid_table(cells):
         foll = (c.get("roles_at_max") or {}).get("follower") or {}
         b = base.get(c["ratio"])
         loss = None if not b or c["runtime"] == "none" else (c["max_ops"] / b - 1) * 100
-        note = c["error"][:60].replace("|", "/") if c.get("error") else ("" if c["meets_slo_somewhere"] else "misses the SLO at every load tried")
+        note = c["error"][:160].replace("|", "/") if c.get("error") else ("" if c["meets_slo_somewhere"] else "misses the SLO at every load tried")
         lines.append("| " + " | ".join([
             c["label"], f"{c['ratio']:g}×", f"{c['memory_bytes'] / 2**20:.0f} MiB",
             _f(c["max_ops"]) if c["meets_slo_somewhere"] else "none",
@@ -92,7 +92,7 @@ def plots(cells, prefix):
         ax.grid(alpha=0.3)
     a.set_ylabel("max ops/s at p99 ≤ 20 ms")
     a.set_ylim(bottom=0)
-    b.set_ylabel("leader: collector CPU / process CPU (%)")
+    b.set_ylabel("leader: collector CPU, % of its cores")
     b.set_ylim(bottom=0)
     for ax in (a, b):
         if ax.get_legend_handles_labels()[0]:

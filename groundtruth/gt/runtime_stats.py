@@ -79,7 +79,8 @@ def delta(samples, field, t0, t1):
 def go_window(metrics_path, stderr_path, start_unix, t0, t1):
     """A Go replica's allocation and collector figures over [t0, t1)."""
     s = read_samples(metrics_path, GO_FIELDS)
-    out = {k: delta(s, k, t0, t1) for k in ("alloc_bytes", "alloc_objects", "gc_cpu_s", "gc_idle_cpu_s")}
+    out = {k: delta(s, k, t0, t1) for k in ("alloc_bytes", "alloc_objects", "gc_cpu_s", "gc_idle_cpu_s",
+                                            "total_cpu_s")}
     try:
         with open(stderr_path, errors="replace") as f:
             cycles = gctrace.parse(f.read())

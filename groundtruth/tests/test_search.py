@@ -65,5 +65,13 @@ class SloTest(unittest.TestCase):
         self.assertTrue(bench.meets_slo(run_at(1000.0, io_errors=5), 20.0))
 
 
+class ErrorLineTest(unittest.TestCase):
+    def test_benchs_error_and_causes_on_one_line(self):
+        out = ("system   offered/s\nreplicant: Text protocol, 16 connections\nError: preloading replicant\n\n"
+               "Caused by:\n    preload failed: NotLeader\n")
+        self.assertEqual(bench.error_line(out), "preloading replicant: preload failed: NotLeader")
+        self.assertEqual(bench.error_line("a\nb\nc\nd"), "b c d")
+
+
 if __name__ == "__main__":
     unittest.main()
