@@ -129,12 +129,14 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def toml_text(impl, f, measured, value_bytes=VALUE_BYTES, key_bytes=KEY_BYTES, notes=(), trim_interval_ms=None):
+def toml_text(impl, f, measured, value_bytes=VALUE_BYTES, key_bytes=KEY_BYTES, notes=(), trim_interval_ms=None,
+              provisional=False):
     """The profile file (CONTRACT-profiles.md). A figure that could not be
     measured is written as 0.0 with a comment saying so."""
     lines = [f"# Measured by groundtruth/run profile; see docs/performance.md (\"Ground truth\").",
              *[f"# {n}" for n in notes],
              f'name = "{impl.profile}"', f'runtime = "{impl.runtime}"', f'measured = "{measured}"',
+             *(["provisional = true"] if provisional else []),
              f"value_bytes = {value_bytes}", f"key_bytes = {key_bytes}", ""]
     sections = ["alloc", "objects", "live", "young", "cpu"]
     for s in sections:
