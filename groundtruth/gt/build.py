@@ -107,6 +107,9 @@ def load(build_dir, name):
         return None
 
 
+NO_CHECKOUT = "no Replicant checkout given"
+
+
 def build(name, src, build_dir, install_deps=False, force=False):
     """Builds variant `name`; returns its record (status "ok" or "failed")."""
     if name == "stutter":
@@ -120,7 +123,7 @@ def build(name, src, build_dir, install_deps=False, force=False):
         return dict(old, source_checked=False)
     try:
         if not src:
-            raise BuildError("no Replicant checkout given (--replicant-src PATH or REPLICANT_SRC)")
+            raise BuildError(NO_CHECKOUT + " (--replicant-src PATH or REPLICANT_SRC)")
         tree = os.path.join(src, name)
         if not os.path.isdir(tree):
             raise BuildError(f"{tree} does not exist: not a checkout of psu-csl/replicated-store?")

@@ -56,6 +56,7 @@ class Cell:
             self.leader = c.wait_ready(self.o.ready_timeout)
             self.bench_cpus = c.pin(self.leader, self.o.pin)
             self.preload()
+            time.sleep(self.settle_s())
             self.live = self.live_heap()
             self.warm(self.o.warm_rate)
         except (RuntimeError, OSError, osinfo.CgroupError) as e:
@@ -76,6 +77,13 @@ class Cell:
                               cpus=self.bench_cpus, timeout_s=10.0)
         if pre is None or pre["wrong"]:
             raise RuntimeError(f"preload failed: {bench.error_line(text)}")
+
+    def settle_s(self):
+        """Seconds after the preload before the live heap is measured:
+        Replicant trims its log in each commit round to what every replica
+        executed by the round before, so the preload's entries are gone
+        after a few rounds; measured earlier, they count as data."""
+        return max(2.0, 4 * self.o.commit_interval / 1000)
 
     def warm(self, rate):
         warm, text = bench.run(self.target(), rate, self.o.warm_s, 0, self.keys, self.bench_jsonl,
@@ -147,16 +155,18 @@ class Cell:
 
     # ---- the end ----------------------------------------------------------
 
-    def finish(self):
+    def finish(self, final=True, attempts=1):
         """Stops the cluster, derives every run's per-replica figures, writes
-        the JSON lines; returns the cell's summary."""
+        the JSON lines; returns the cell's summary (kind "cell", or
+        "failed-attempt" for a set-up tried again on a fresh cluster)."""
         died = self.cluster.deaths()
         mem = self.cluster.stop()
         runs = [self.derive(r) for r in self.runs]
         best = self.search.lo
         best_run = next((r for r in runs if r["bench"] is best), None) if best else None
         summary = {
-            "kind": "cell", "impl": self.impl.name, "label": self.label, "runtime": self.impl.runtime,
+            "kind": "cell" if final else "failed-attempt", "attempts": attempts, "impl": self.impl.name,
+            "label": self.label, "runtime": self.impl.runtime,
             "protocol": self.protocol, "connections": self.o.connections, "window": self.window,
             "ratio": self.ratio,
             "data_mib": self.data_mib, "keys": self.keys, "memory_bytes": self.memory,

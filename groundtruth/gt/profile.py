@@ -46,7 +46,7 @@ def measure(cell, o):
     named = {"idle": idle_run(cell, o.idle_s)}
     base = cell.live_heap()
     cell.preload()
-    named["idle_loaded"] = idle_run(cell, min(2.0, o.idle_s))
+    named["idle_loaded"] = idle_run(cell, cell.settle_s())
     loaded = cell.live_heap()
     cell.warm(o.profile_rate)
     for name, workload in (("read", "c"), ("write", "w"), ("mixed", "a")):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks what `groundtruth/run grid --quick` and `profile --quick` wrote for
-stutter (scripts/groundtruth-ci): the figures are not judged (a busy CI
+stutter (scripts/groundtruth-ci), every Replicant variant skipped for want
+of a checkout: the figures are not judged (a busy CI
 machine), the harness's work is: every run measured on every replica, the
 roles found, the cgroup limit set and not hit, the profile complete and
 in the contract's shape.
@@ -14,11 +15,22 @@ import sys
 import tomllib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from gt import impls  # noqa: E402
+from gt.build import NO_CHECKOUT  # noqa: E402
 from test_profile import CONTRACT  # noqa: E402
 
 
 def fail(msg):
     sys.exit(f"groundtruth smoke: {msg}")
+
+
+def check_builds(d):
+    """Without a checkout every Replicant variant is skipped, saying why."""
+    builds = json.load(open(os.path.join(d, "builds.json")))
+    skipped = sorted(n for n, r in builds.items() if r["status"] == "failed" and r["error"].startswith(NO_CHECKOUT))
+    if builds.get("stutter", {}).get("status") != "ok" or skipped != sorted(impls.REPLICANTS):
+        fail(f"builds: stutter built and every Replicant skipped for want of a checkout expected: {builds}")
+    return skipped
 
 
 def check_grid(d):
@@ -50,8 +62,11 @@ def check_grid(d):
         if not (r["t0"] < w[0] < w[1] <= r["t1"] + 1):
             fail(f"measured window {w} outside the run [{r['t0']}, {r['t1']}]")
     with open(os.path.join(d, "table.md")) as f:
-        if "| stutter | 8× |" not in f.read():
+        table = f.read()
+        if "| stutter | 8× |" not in table:
             fail("table.md has no stutter line")
+        if f"Not measured: go-tcp ({NO_CHECKOUT}" not in table:
+            fail("table.md does not say why go-tcp was not measured")
     return len(runs)
 
 
@@ -76,9 +91,10 @@ def check_profile(d):
 
 
 def main():
+    skipped = check_builds(sys.argv[1])
     n = check_grid(sys.argv[1])
     t = check_profile(sys.argv[2])
-    print(f"groundtruth smoke: {n} runs checked; profile: leader {t['alloc']['leader_write']:.0f} B and "
+    print(f"groundtruth smoke: Replicant skipped (no checkout): {', '.join(skipped)}; {n} runs of stutter checked; profile: leader {t['alloc']['leader_write']:.0f} B and "
           f"{t['cpu']['leader_write_us']:.0f} µs per write, {t['live']['bytes_per_key']:.0f} live B per key")
 
 
