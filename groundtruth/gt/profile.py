@@ -129,13 +129,26 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
+PROVISIONAL_SUFFIX = "-provisional"
+
+
+def profile_name(impl, provisional):
+    """The profile's name: a provisional one (measured on a busy machine)
+    says so in its name, so that it never takes the place of the real
+    measurement, which is written under the implementation's own name."""
+    return impl.profile + (PROVISIONAL_SUFFIX if provisional else "")
+
+
 def toml_text(impl, f, measured, value_bytes=VALUE_BYTES, key_bytes=KEY_BYTES, notes=(), trim_interval_ms=None,
               provisional=False):
     """The profile file (CONTRACT-profiles.md). A figure that could not be
     measured is written as 0.0 with a comment saying so."""
     lines = [f"# Measured by groundtruth/run profile; see docs/performance.md (\"Ground truth\").",
+             *([f"# PROVISIONAL: measured on a busy machine (see the load average in `measured`);",
+                f"# the CPU figures are not to be trusted, allocation and live bytes little affected."]
+               if provisional else []),
              *[f"# {n}" for n in notes],
-             f'name = "{impl.profile}"', f'runtime = "{impl.runtime}"', f'measured = "{measured}"',
+             f'name = "{profile_name(impl, provisional)}"', f'runtime = "{impl.runtime}"', f'measured = "{measured}"',
              *(["provisional = true"] if provisional else []),
              f"value_bytes = {value_bytes}", f"key_bytes = {key_bytes}", ""]
     sections = ["alloc", "objects", "live", "young", "cpu"]

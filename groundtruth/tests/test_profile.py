@@ -94,6 +94,14 @@ class FiguresTest(unittest.TestCase):
         self.assertIn("leader_read = 0.0  # not measured", text)
         self.assertEqual(tomllib.loads(text)["alloc"]["leader_read"], 0.0)
 
+    def test_a_provisional_profile_says_so_in_its_name_and_flag(self):
+        f = {"alloc": {"leader_read": 1.0}, "live": {"bytes_per_key": 600.0, "base_bytes": 1.0}}
+        t = tomllib.loads(profile.toml_text(impls.get("go-tcp"), f, "m", provisional=True))
+        self.assertEqual((t["name"], t["provisional"]), ("replicant-go-provisional", True))
+        t = tomllib.loads(profile.toml_text(impls.get("go-tcp"), f, "m"))
+        self.assertEqual(t["name"], "replicant-go")
+        self.assertNotIn("provisional", t)
+
     def test_floats_stay_floats(self):
         for v in (7100, 0.0123456, 1e-7, 123456789.0, 0):
             self.assertIsInstance(tomllib.loads(f"x = {profile.toml_float(v)}")["x"], float)
