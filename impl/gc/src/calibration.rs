@@ -15,6 +15,14 @@ pub const GO_MARK_US_PER_MIB: [(f64, f64); 4] = [
     (256.0, 689.0),
     (1024.0, 1272.0),
 ];
+/// The same with the collector before Green Tea (`GOEXPERIMENT=nogreenteagc`,
+/// the kind Go 1.19 had, which the seed paper ran), GOMAXPROCS=1.
+pub const GO_MARK_CLASSIC_US_PER_MIB: [(f64, f64); 4] = [
+    (16.0, 154.0),
+    (64.0, 191.0),
+    (256.0, 469.0),
+    (1024.0, 1117.0),
+];
 /// Fixed marking per cycle: none measurable beside the per-MiB cost.
 pub const GO_MARK_FIXED_US: f64 = 0.0;
 /// Stop-the-world phases at GOMAXPROCS=1, medians (wall µs).
@@ -38,12 +46,6 @@ pub const G1_MARK_US_PER_MIB: f64 = 723.0;
 /// Remark and cleanup pauses, medians (wall µs).
 pub const G1_REMARK_US: Time = 2_300;
 pub const G1_CLEANUP_US: Time = 120;
-/// Old occupancy at which the adaptive IHOP started marking.
-pub const G1_IHOP: f64 = 0.84;
-/// Eden as a share of the heap: 0.20 with ample memory (8×), down to 0.037
-/// at -Xmx = 1.25 × data.
-pub const G1_YOUNG_MAX: f64 = 0.20;
-pub const G1_YOUNG_MIN: f64 = 0.037;
-/// Bytes copied by young collections beyond the promoted: copied was 0.31
-/// of allocation, promoted 0.15 (objects live across a few collections).
-pub const G1_IN_FLIGHT: f64 = 0.10;
+/// Concurrent refinement CPU per MiB allocated: median 156 [p10 6, p90
+/// 653] over the steady runs (refinement threads' CPU ÷ MiB allocated).
+pub const G1_REFINE_US_PER_MIB: f64 = 156.0;

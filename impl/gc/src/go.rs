@@ -80,6 +80,19 @@ impl Default for GoParams {
     }
 }
 
+impl GoParams {
+    /// The marking cost of the collector before Green Tea
+    /// (`GOEXPERIMENT=nogreenteagc`; Go up to 1.25, the seed paper's 1.19).
+    pub fn classic_mark() -> Vec<(f64, f64)> {
+        crate::calibration::GO_MARK_CLASSIC_US_PER_MIB.to_vec()
+    }
+
+    /// The marking cost of Go 1.26's default collector (Green Tea).
+    pub fn green_tea_mark() -> Vec<(f64, f64)> {
+        crate::calibration::GO_MARK_US_PER_MIB.to_vec()
+    }
+}
+
 struct Mark {
     /// CPU µs of marking left.
     remaining: f64,
@@ -113,6 +126,9 @@ pub(crate) struct GoHeap {
     /// collection is due and waiting for the service.
     pub(crate) coordinated: bool,
     due: bool,
+    /// Share of a core each of the process's threads gets (1 unless its
+    /// host's cores are shared with other processes).
+    pub(crate) share: f64,
 }
 
 impl GoHeap {
@@ -131,6 +147,7 @@ impl GoHeap {
             bucket: 0.0,
             coordinated: false,
             due: false,
+            share: 1.0,
         };
         h.pace(live as f64);
         h
@@ -178,7 +195,16 @@ impl GoHeap {
 
     fn mark_rate(&self) -> f64 {
         let idle = (self.cores - self.dedicated() - self.busy).max(0.0);
-        self.dedicated() + idle
+        (self.dedicated() + idle) * self.share
+    }
+
+    /// Cores the concurrent mark keeps busy now.
+    pub(crate) fn concurrent_cores(&self) -> f64 {
+        if self.mark.is_some() {
+            self.mark_rate()
+        } else {
+            0.0
+        }
     }
 
     pub(crate) fn next_wakeup(&self) -> Option<Time> {
@@ -274,7 +300,7 @@ impl GoHeap {
                 break;
             };
             let rate = self.mark_rate();
-            let dedicated = self.dedicated().min(rate);
+            let dedicated = (self.dedicated() * self.share).min(rate);
             let remaining = m.remaining;
             if rate * dt < remaining {
                 self.account(self.last, now, dedicated, rate - dedicated, stats);
@@ -304,6 +330,10 @@ impl GoHeap {
         stats.spread(from, to, (dedicated + idle) * dt);
         let over = (dedicated + idle - self.p.cpu_limit * self.cores) * dt;
         self.bucket = (self.bucket + over).max(0.0);
+    }
+
+    pub(crate) fn release(&mut self, bytes: u64) {
+        self.live = (self.live - bytes as f64).max(0.0);
     }
 
     pub(crate) fn allocate(&mut self, now: Time, a: Alloc, stats: &mut Stats) -> Time {
