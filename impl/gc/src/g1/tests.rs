@@ -86,8 +86,7 @@ fn coordinated_full_collections_replace_the_concurrent_cycle() {
     let live = 64u64 << 20;
     let mut c = Collector::new(&GcModel::G1(params(100)), 2.0, live, 0, 100_000);
     c.set_coordinated(true);
-    let (events, _) =
-        crate::testing::drive_with(&mut c, 100.0 * MIB, 20.0 * MIB, 10, 1.0, true);
+    let (events, _) = crate::testing::drive_with(&mut c, 100.0 * MIB, 20.0 * MIB, 10, 1.0, true);
     let s = c.stats();
     assert!(
         s.by_phase.contains_key(&Phase::Coordinated),
@@ -346,5 +345,8 @@ fn refinement_costs_cpu_in_proportion_to_allocation() {
     }
     let cpu = c.stats().gc_cpu_us();
     assert!((cpu - 15_600.0).abs() < 1.0, "{cpu} µs");
-    assert!((charged as f64 - 15_600.0).abs() < 2.0, "{charged} µs charged");
+    assert!(
+        (charged as f64 - 15_600.0).abs() < 2.0,
+        "{charged} µs charged"
+    );
 }
