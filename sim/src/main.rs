@@ -51,6 +51,7 @@ enum BugArg {
     FailedCasWrites,
     IgnoreRetryFlag,
     RegisteredNoExpiry,
+    HandoffPromiseNotAdopted,
 }
 
 impl From<BugArg> for Bug {
@@ -70,6 +71,7 @@ impl From<BugArg> for Bug {
             BugArg::FailedCasWrites => Bug::FailedCasWrites,
             BugArg::IgnoreRetryFlag => Bug::IgnoreRetryFlag,
             BugArg::RegisteredNoExpiry => Bug::RegisteredNoExpiry,
+            BugArg::HandoffPromiseNotAdopted => Bug::HandoffPromiseNotAdopted,
         }
     }
 }
@@ -126,6 +128,9 @@ enum Cmd {
         /// and commit_on_accept.
         #[arg(long)]
         fast_handoff: bool,
+        /// Config::gc_grant_after_grace (as `swarm --grant-after-grace`).
+        #[arg(long)]
+        grant_after_grace: bool,
         /// Legacy clients: unregistered ids below 2^63, tombstones and the
         /// retry flag, and the replicas serve them (by default clients
         /// register, Op::Register, and only registered ids are served).
@@ -682,9 +687,11 @@ fn main() -> Result<()> {
             session_tombstones,
             clients,
             fast_handoff,
+            grant_after_grace,
             legacy_clients,
         } => {
             let mut s = scenario(&name, seed)?;
+            s.gc_grant_after_grace |= grant_after_grace;
             s.pre_vote |= pre_vote;
             if legacy_clients {
                 s.set_legacy_clients();

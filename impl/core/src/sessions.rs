@@ -110,14 +110,23 @@ pub enum Check<'a> {
 /// Sessions by client, with their eviction index and tombstones. Ordered
 /// containers only: two replicas that executed the same log hold equal
 /// tables and serialize them to the same bytes. Only `sessions`,
-/// `tombstones`, `forgotten` and `registered` are serialized; the index
-/// and the tombstone set are rebuilt from them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `tombstones`, `forgotten` and `registered` are serialized and compared;
+/// the index, the tombstone set and the sum of sequence numbers are
+/// derived from them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(into = "Wire", try_from = "Wire")]
 pub struct SessionTable {
     sessions: BTreeMap<ClientId, Session>,
-    /// `(slot, client)` of every session: the least recent first.
-    by_slot: BTreeSet<(Slot, ClientId)>,
+    /// `(slot, client)` of every session, the least recent first: the
+    /// eviction order. Built when a bounded `record` first needs it and
+    /// dropped by an unbounded one, which never evicts (an unbounded table
+    /// saves two ordered-set updates per executed request; the order is a
+    /// function of `sessions`, so building it late changes nothing).
+    by_slot: Option<BTreeSet<(Slot, ClientId)>>,
+    /// The wrapping sum of every session's `seq` (trace summaries report
+    /// it on every executed slot; kept here so that costs O(1), not
+    /// O(clients)).
+    seq_sum: u64,
     /// Evicted clients, the oldest eviction first.
     tombstones: VecDeque<ClientId>,
     tombstone_set: BTreeSet<ClientId>,
@@ -151,11 +160,25 @@ pub fn is_registered_id(client: ClientId) -> bool {
     client >= REGISTERED_BASE
 }
 
+impl PartialEq for SessionTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.sessions == other.sessions
+            && self.tombstones == other.tombstones
+            && self.forgotten == other.forgotten
+            && self.registered == other.registered
+    }
+}
+
+impl Eq for SessionTable {}
+
+fn slot_index(sessions: &BTreeMap<ClientId, Session>) -> BTreeSet<(Slot, ClientId)> {
+    sessions.iter().map(|(c, s)| (s.slot, *c)).collect()
+}
+
 impl TryFrom<Wire> for SessionTable {
     type Error = String;
 
     fn try_from(w: Wire) -> Result<SessionTable, String> {
-        let by_slot = w.sessions.iter().map(|(c, s)| (s.slot, *c)).collect();
         let tombstone_set: BTreeSet<ClientId> = w.tombstones.iter().copied().collect();
         if tombstone_set.len() != w.tombstones.len() {
             return Err("a client is a tombstone twice".into());
@@ -170,9 +193,14 @@ impl TryFrom<Wire> for SessionTable {
         if !w.sessions.keys().all(assigned) {
             return Err("a session of a client id never assigned".into());
         }
+        let seq_sum = w
+            .sessions
+            .values()
+            .fold(0u64, |sum, s| sum.wrapping_add(s.seq));
         Ok(SessionTable {
             sessions: w.sessions,
-            by_slot,
+            by_slot: None,
+            seq_sum,
             tombstones: w.tombstones,
             tombstone_set,
             forgotten: w.forgotten,
@@ -188,6 +216,11 @@ impl SessionTable {
 
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
+    }
+
+    /// The wrapping sum of the sessions' sequence numbers.
+    pub fn seq_sum(&self) -> u64 {
+        self.seq_sum
     }
 
     pub fn get(&self, client: &ClientId) -> Option<&Session> {
@@ -247,15 +280,32 @@ impl SessionTable {
     /// `reply`, evicting the least recent session first if the client is
     /// new and the table holds `bounds.sessions` sessions.
     pub fn record(&mut self, client: ClientId, session: Session, bounds: Bounds) {
+        if bounds.limit().is_none() {
+            // Never evicts: no index to keep.
+            self.by_slot = None;
+            self.seq_sum = self.seq_sum.wrapping_add(session.seq);
+            if let Some(old) = self.sessions.insert(client, session) {
+                self.seq_sum = self.seq_sum.wrapping_sub(old.seq);
+            } else if self.tombstone_set.remove(&client) {
+                self.tombstones.retain(|c| *c != client);
+            }
+            return;
+        }
+        let mut by_slot = match self.by_slot.take() {
+            Some(index) => index,
+            None => slot_index(&self.sessions),
+        };
         if let Some(old) = self.sessions.get(&client) {
-            self.by_slot.remove(&(old.slot, client));
+            by_slot.remove(&(old.slot, client));
         } else {
             while self.sessions.len() >= bounds.sessions() {
-                let Some((slot, evicted)) = self.by_slot.pop_first() else {
+                let Some((slot, evicted)) = by_slot.pop_first() else {
                     break;
                 };
                 debug_assert!(slot <= session.slot);
-                self.sessions.remove(&evicted);
+                if let Some(gone) = self.sessions.remove(&evicted) {
+                    self.seq_sum = self.seq_sum.wrapping_sub(gone.seq);
+                }
                 self.bury(evicted, bounds);
             }
             // Not reached through `check` (a tombstoned client is not
@@ -264,8 +314,12 @@ impl SessionTable {
                 self.tombstones.retain(|c| *c != client);
             }
         }
-        self.by_slot.insert((session.slot, client));
-        self.sessions.insert(client, session);
+        by_slot.insert((session.slot, client));
+        self.by_slot = Some(by_slot);
+        self.seq_sum = self.seq_sum.wrapping_add(session.seq);
+        if let Some(old) = self.sessions.insert(client, session) {
+            self.seq_sum = self.seq_sum.wrapping_sub(old.seq);
+        }
     }
 
     /// Assigns the next client id to a `Register` executed in `slot`, and
@@ -302,19 +356,29 @@ impl SessionTable {
     /// Inserts a session as is, without eviction (tests and tools that
     /// build a table by hand).
     pub fn insert(&mut self, client: ClientId, session: Session) {
-        if let Some(old) = self.sessions.insert(client, session.clone()) {
-            self.by_slot.remove(&(old.slot, client));
+        let slot = session.slot;
+        self.seq_sum = self.seq_sum.wrapping_add(session.seq);
+        if let Some(old) = self.sessions.insert(client, session) {
+            self.seq_sum = self.seq_sum.wrapping_sub(old.seq);
+            if let Some(by_slot) = self.by_slot.as_mut() {
+                by_slot.remove(&(old.slot, client));
+            }
         }
-        self.by_slot.insert((session.slot, client));
+        if let Some(by_slot) = self.by_slot.as_mut() {
+            by_slot.insert((slot, client));
+        }
     }
 
     /// Whether the index and the tombstone set agree with what they index.
     pub fn is_consistent(&self) -> bool {
-        self.by_slot.len() == self.sessions.len()
-            && self
-                .by_slot
-                .iter()
-                .all(|(slot, c)| self.sessions.get(c).is_some_and(|s| s.slot == *slot))
+        self.by_slot
+            .as_ref()
+            .is_none_or(|by_slot| *by_slot == slot_index(&self.sessions))
+            && self.seq_sum
+                == self
+                    .sessions
+                    .values()
+                    .fold(0u64, |sum, s| sum.wrapping_add(s.seq))
             && self.tombstone_set.len() == self.tombstones.len()
             && self
                 .tombstones

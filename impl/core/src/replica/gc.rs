@@ -33,7 +33,7 @@ use crate::trace::Action;
 use crate::types::{next_ballot, Ballot, Instance, ReplicaId, Reply, Time};
 
 use super::role::RoleState;
-use super::{Ignored, Replica};
+use super::{injected, Ignored, Replica};
 
 /// This replica's own collection.
 #[derive(Debug, Default)]
@@ -590,14 +590,16 @@ impl Replica {
                 }
             }
             Some((promised, entries)) => {
-                self.become_follower(out);
                 // The promise: adopted (persisted, and followed: `to` owns
                 // it) before it leaves, exactly as a `Prepare(promised)`
                 // would be answered. From here this replica rejects its own
                 // old ballot's messages, like any acceptor that promised.
                 // One step, traced once (the spec's TransferWithPromise).
-                self.ballot = promised;
-                self.persist(vec![Record::Ballot(promised)], out);
+                if !injected!(self.cfg, HandoffPromiseNotAdopted) {
+                    self.become_follower(out);
+                    self.ballot = promised;
+                    self.persist(vec![Record::Ballot(promised)], out);
+                }
                 if let Some(f) = self.role.as_follower_mut() {
                     f.leader = Some(to);
                 }
