@@ -117,7 +117,7 @@ fn with_every_disk_full_reads_go_on_writes_get_the_alarm_and_resume_when_space_r
         let alarm = s.storage_alarm.unwrap_or_default();
         assert!(alarm.contains("No space left"), "{a}: {alarm:?}");
     }
-    assert!(cluster.all_running(), "a replica exited");
+    assert!(cluster.all_running(), "{}", cluster.exited_report());
 
     // Space returns: the alarm disarms itself (the held group is retried
     // every 500 ms) and writes resume.

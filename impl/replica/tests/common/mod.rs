@@ -24,6 +24,18 @@ impl LocalCluster {
     /// timeouts, `extra` appended); starts nothing. Data directories are
     /// `dir/data-<id>`.
     pub fn configure(dir: &Path, extra: &str) -> LocalCluster {
+        Self::configure_timeouts(dir, extra, 20, 150)
+    }
+
+    /// As [`configure`](Self::configure), with the heartbeat and election
+    /// timeout given: a test that floods a debug-built leader with work
+    /// (idle_clients.rs) keeps elections out of what it measures.
+    pub fn configure_timeouts(
+        dir: &Path,
+        extra: &str,
+        heartbeat_ms: u64,
+        election_ms: u64,
+    ) -> LocalCluster {
         let mut toml = String::new();
         let mut addrs = Vec::new();
         for id in 0..3 {
@@ -33,8 +45,9 @@ impl LocalCluster {
                 &format!("[[replica]]\nid = {id}\npeer_addr = \"{p}\"\nclient_addr = \"{c}\"\n\n");
             addrs.push(c);
         }
-        toml +=
-            "[protocol]\nheartbeat_ms = 20\nelection_timeout_ms = 150\nelection_jitter_ms = 150\n";
+        toml += &format!(
+            "[protocol]\nheartbeat_ms = {heartbeat_ms}\nelection_timeout_ms = {election_ms}\nelection_jitter_ms = {election_ms}\n"
+        );
         toml += extra;
         let config = dir.join("cluster.toml");
         std::fs::write(&config, toml).expect("write config");
@@ -77,6 +90,26 @@ impl LocalCluster {
             .iter_mut()
             .flatten()
             .all(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The exit status and log tail of every started replica that has
+    /// exited: what a failed `all_running` assertion prints.
+    pub fn exited_report(&mut self) -> String {
+        let mut out = String::new();
+        for (id, c) in self.procs.iter_mut().enumerate() {
+            let Some(c) = c else { continue };
+            if let Ok(Some(status)) = c.try_wait() {
+                let log = std::fs::read_to_string(self.dir.join(format!("replica-{id}.log")))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                out += &format!("replica {id} exited ({status}); its log ends:\n");
+                for l in tail.into_iter().rev() {
+                    out += l;
+                    out += "\n";
+                }
+            }
+        }
+        out
     }
 
     pub fn stop_all(&mut self) {
