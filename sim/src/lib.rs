@@ -19,6 +19,7 @@ pub mod memory;
 pub mod network;
 pub mod node;
 pub mod parallel;
+pub mod percentiles;
 pub mod queue;
 pub mod rng;
 pub mod scenario;

@@ -10,6 +10,7 @@ use stutter_core::Time;
 
 use crate::history::Outcome;
 use crate::memory::MemoryModel;
+use crate::percentiles::Percentiles;
 use crate::scenario::{Scenario, Workload, MS, SEC};
 
 /// One configuration of the study's grid.
@@ -147,6 +148,8 @@ pub struct Probe {
     pub p999: f64,
     pub p9999: f64,
     pub max: f64,
+    /// The whole distribution of the same latencies, as a percentile table.
+    pub percentiles: Percentiles,
     /// The same percentiles measured from the moment each operation was
     /// sent: what a closed-loop client reports (coordinated omission).
     pub p99_from_send: f64,
@@ -211,6 +214,7 @@ pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
         p999: pct(&lat, 0.999),
         p9999: pct(&lat, 0.9999),
         max: lat.last().copied().unwrap_or(0.0),
+        percentiles: Percentiles::of_sorted(&lat),
         p99_from_send: pct(&lat_send, 0.99),
         max_from_send: lat_send.last().copied().unwrap_or(0.0),
         incomplete,
