@@ -31,7 +31,7 @@ fn percentiles(hist: &Histogram<u64>) -> Percentiles {
     }
     for v in hist.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
         let q = v.quantile_iterated_to();
-        if q < 1.0 && points.last().map_or(true, |p| q > p.0) {
+        if q < 1.0 && points.last().is_none_or(|p| q > p.0) {
             points.push((q, ms(v.value_iterated_to())));
         }
     }
