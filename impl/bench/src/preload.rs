@@ -5,9 +5,18 @@ use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
-use crate::spec::{RunSpec, MAX_TRIES};
+use std::time::Duration;
+
+use crate::spec::RunSpec;
 use crate::text_target::{Answer, CallError, TextConn};
 use crate::workload::{Generator, Op};
+
+/// Tries of one preload write before the preload fails. With the back-off
+/// below they span some 15 s: a cluster electing a leader (Replicant's
+/// election waits 1.5-2 commit intervals, seconds with a long interval)
+/// answers "retry" or "leader is" meanwhile, and loading the data must
+/// outlast that, whatever its speed.
+const PRELOAD_TRIES: usize = 100;
 
 async fn execute(
     conn: &mut TextConn,
@@ -15,7 +24,8 @@ async fn execute(
     shared_redirects: &mut u64,
 ) -> Result<Answer, CallError> {
     let mut last = CallError::NotLeader;
-    for _ in 0..MAX_TRIES {
+    let mut backoff = Duration::from_millis(10);
+    for tried in 0..PRELOAD_TRIES {
         match conn.call(op).await {
             Ok(a) => return Ok(a),
             Err(CallError::NotLeader) => {
@@ -28,6 +38,12 @@ async fn execute(
                 last = CallError::Io(e);
             }
             Err(e @ (CallError::Unexpected(_) | CallError::SessionExpired)) => return Err(e),
+        }
+        // The next replica at once (a redirect usually finds the leader
+        // there); after a round of the cluster without one, back off.
+        if tried + 1 >= conn.replicas() {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(160));
         }
     }
     Err(last)

@@ -60,6 +60,12 @@ pub struct RunResult {
     pub unanswered: u64,
     /// Distinct client ids used (framed protocol).
     pub clients: u64,
+    /// The measured part in Unix seconds: from the end of the warm-up to
+    /// when the last measured operation completed (or the schedule ended),
+    /// the span `achieved` divides by. A harness that samples the measured
+    /// system (CPU, allocation) cuts its samples to this window.
+    pub measured_from_unix_s: f64,
+    pub measured_to_unix_s: f64,
     /// Latency distribution as (quantile, ms) points, for CDF plots.
     pub cdf: Vec<(f64, f64)>,
     #[serde(skip)]

@@ -2,7 +2,7 @@
 //! intended start), counts of outcomes, the wrong answers, and the
 //! optional timeline; and the run's result computed from it.
 
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 
@@ -169,6 +169,12 @@ impl Tally {
             .as_secs_f64()
             .max(1e-9);
         let ms = |q: f64| total.hist.value_at_quantile(q) as f64 / 1000.0;
+        // Instants to Unix time, through one reading of both clocks.
+        let (now, sys) = (Instant::now(), SystemTime::now());
+        let sys_s = sys
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let unix = |t: Instant| sys_s - now.saturating_duration_since(t).as_secs_f64();
         let unfinished = scheduled_measured.saturating_sub(total.ok + total.io_errors);
         RunResult {
             offered: spec.rate,
@@ -189,6 +195,8 @@ impl Tally {
             session_expired: total.session_expired,
             unanswered: total.unanswered,
             clients: total.clients,
+            measured_from_unix_s: unix(measure_from),
+            measured_to_unix_s: unix(finished),
             first_wrong: total.first_wrong.take(),
             timeline: total.timeline.take().unwrap_or_default(),
         }

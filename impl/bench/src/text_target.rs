@@ -104,6 +104,11 @@ impl TextConn {
     }
 
     /// Moves to the next replica (after a redirect or a failure).
+    /// How many replicas the connection moves between.
+    pub fn replicas(&self) -> usize {
+        self.addrs.len()
+    }
+
     pub fn next_replica(&mut self) {
         self.conn = None;
         self.current = (self.current + 1) % self.addrs.len().max(1);

@@ -1,5 +1,6 @@
-//! YCSB-style operations: key choice (zipfian or uniform), mixes A and B,
-//! fixed-size keys and values that let every reply be checked.
+//! YCSB-style operations: key choice (zipfian or uniform), mixes A, B, C
+//! and updates only, fixed-size keys and values that let every reply be
+//! checked.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -11,6 +12,11 @@ pub enum Mix {
     A,
     /// 95% reads, 5% updates (YCSB workload B).
     B,
+    /// Reads only (YCSB workload C).
+    C,
+    /// Updates only (no YCSB counterpart): with C, the cost of each kind
+    /// of operation alone (groundtruth's allocation profiles).
+    W,
 }
 
 impl Mix {
@@ -18,6 +24,8 @@ impl Mix {
         match self {
             Mix::A => 0.5,
             Mix::B => 0.95,
+            Mix::C => 1.0,
+            Mix::W => 0.0,
         }
     }
 }
@@ -188,7 +196,12 @@ mod tests {
 
     #[test]
     fn mixes_have_their_read_fraction() {
-        for (mix, lo, hi) in [(Mix::A, 0.47, 0.53), (Mix::B, 0.93, 0.97)] {
+        for (mix, lo, hi) in [
+            (Mix::A, 0.47, 0.53),
+            (Mix::B, 0.93, 0.97),
+            (Mix::C, 0.999, 1.001),
+            (Mix::W, -0.001, 0.001),
+        ] {
             let mut g = Generator::new(3, mix, Distribution::Uniform, 100, 23, 100);
             let reads = (0..10_000)
                 .filter(|_| matches!(g.next_op(), Op::Read { .. }))

@@ -110,6 +110,9 @@ pub struct Replica {
     waiting: BTreeSet<(ClientId, Seq)>,
     /// This replica's own collection (GC coordination).
     gc: gc::GcState,
+    /// The driver's storage alarm ([`Input::StorageAlarm`]): writes are
+    /// refused while it is on.
+    storage_full: bool,
 
     ignored: IgnoredCounts,
 }
@@ -166,6 +169,7 @@ impl Replica {
             last_probe: 0,
             waiting: BTreeSet::new(),
             gc: gc::GcState::default(),
+            storage_full: false,
             ignored: IgnoredCounts::default(),
         }
     }
@@ -197,6 +201,10 @@ impl Replica {
     }
     pub fn global_last_executed(&self) -> Slot {
         self.global_last_executed
+    }
+    /// Whether the storage alarm is on (writes refused).
+    pub fn storage_full(&self) -> bool {
+        self.storage_full
     }
     pub fn last_index(&self) -> Slot {
         self.log.last_index()
@@ -265,6 +273,7 @@ impl Replica {
             Input::Timer(Timer::Gc) => self.on_gc_timer(out),
             Input::GcDue { headroom } => self.on_gc_due(headroom, out),
             Input::GcDone => self.on_gc_done(out),
+            Input::StorageAlarm { full } => self.storage_full = full,
         }
         if cfg!(debug_assertions) || self.cfg.check_invariants {
             if let Err(e) = self.check_invariants() {
