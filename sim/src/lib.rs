@@ -20,6 +20,7 @@ pub mod memory;
 pub mod network;
 pub mod node;
 pub mod parallel;
+pub mod percentiles;
 pub mod profile;
 pub mod queue;
 pub mod rng;

@@ -107,7 +107,7 @@ enum Cmd {
         /// Inject a known protocol bug (to see the checkers catch it).
         #[arg(long, value_enum)]
         bug: Option<BugArg>,
-        /// Write the summary as JSON (with a latency CDF) to this file.
+        /// Write the summary as JSON (with a latency CDF and a percentile table) to this file.
         #[arg(long)]
         summary_json: Option<PathBuf>,
         /// Turn on pre-vote and leader stickiness (Config::pre_vote; off
@@ -526,6 +526,7 @@ fn summary_value(seed: u64, s: &Scenario, out: &RunOutput) -> serde_json::Value 
         "info": out.history.iter().filter(|o| o.outcome == Outcome::Pending).count(),
         "session_expired": out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count(),
         "latency_cdf_ms": cdf,
+        "latency_percentiles_ms": stutter_sim::percentiles::Percentiles::of_sorted_us_as_ms(&lat),
         "faults": out.faults,
         "elections": out.elections,
         "pre_vote": s.pre_vote,

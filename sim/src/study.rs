@@ -11,6 +11,7 @@ use stutter_core::Time;
 use crate::history::Outcome;
 use crate::host::Host;
 use crate::memory::{LogTrim, MemoryModel};
+use crate::percentiles::Percentiles;
 use crate::profile::{Profile, STUTTER_TRIM_BYTES};
 use crate::scenario::{Scenario, Workload, MS, SEC};
 
@@ -216,6 +217,8 @@ pub struct Probe {
     pub p999: f64,
     pub p9999: f64,
     pub max: f64,
+    /// The whole distribution of the same latencies, as a percentile table.
+    pub percentiles: Percentiles,
     /// The same percentiles measured from the moment each operation was
     /// sent: what a closed-loop client reports (coordinated omission).
     pub p99_from_send: f64,
@@ -298,6 +301,7 @@ fn probe_of(setup: &Setup, rate: f64, s: &Scenario, out: &crate::world::RunOutpu
         p999: pct(&lat, 0.999),
         p9999: pct(&lat, 0.9999),
         max: lat.last().copied().unwrap_or(0.0),
+        percentiles: Percentiles::of_sorted(&lat),
         p99_from_send: pct(&lat_send, 0.99),
         max_from_send: lat_send.last().copied().unwrap_or(0.0),
         incomplete,
