@@ -53,11 +53,9 @@ fn queue(c: &mut Criterion) {
 }
 
 /// Whole runs of `sim bench`'s scenario: 10 virtual seconds, 3 replicas,
-/// 2,000 ops/s, memory-pressure pauses, every checker, legacy clients (as
-/// `sim bench`: the figures before registration became the default stay
-/// comparable).
+/// 2,000 ops/s, memory-pressure pauses, every checker.
 fn runs(c: &mut Criterion) {
-    let s = Scenario::parse("gc-memory-pressure+legacy-clients", 1).expect("preset");
+    let s = Scenario::named("gc-memory-pressure").expect("preset");
     let events = stutter_sim::run(s.clone(), 1).events;
     let mut g = c.benchmark_group("run");
     g.sample_size(10);

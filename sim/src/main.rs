@@ -49,7 +49,6 @@ enum BugArg {
     ExecuteDuplicate,
     StaleSessionsOnInstall,
     FailedCasWrites,
-    IgnoreRetryFlag,
     RegisteredNoExpiry,
 }
 
@@ -68,7 +67,6 @@ impl From<BugArg> for Bug {
             BugArg::ExecuteDuplicate => Bug::ExecuteDuplicate,
             BugArg::StaleSessionsOnInstall => Bug::StaleSessionsOnInstall,
             BugArg::FailedCasWrites => Bug::FailedCasWrites,
-            BugArg::IgnoreRetryFlag => Bug::IgnoreRetryFlag,
             BugArg::RegisteredNoExpiry => Bug::RegisteredNoExpiry,
         }
     }
@@ -80,9 +78,8 @@ enum Cmd {
     Run {
         #[arg(long)]
         seed: u64,
-        /// A named scenario, optionally ending in `+legacy-clients`, or the
-        /// name `swarm` printed for this seed (default: the one `swarm`
-        /// derives from the seed).
+        /// A named scenario, or the name `swarm` printed for this seed
+        /// (default: the one `swarm` derives from the seed).
         #[arg(long)]
         scenario: Option<String>,
         /// Write every trace event (ndjson) to this file.
@@ -116,9 +113,6 @@ enum Cmd {
         /// default in the simulator): sessions are evicted and expire.
         #[arg(long)]
         session_limit: Option<usize>,
-        /// Tombstones of evicted sessions kept (Config::session_tombstones).
-        #[arg(long)]
-        session_tombstones: Option<usize>,
         /// Clients (as `swarm --clients`, to replay a seed of a bounded swarm).
         #[arg(long)]
         clients: Option<usize>,
@@ -126,12 +120,6 @@ enum Cmd {
         /// and commit_on_accept.
         #[arg(long)]
         fast_handoff: bool,
-        /// Legacy clients: unregistered ids below 2^63, tombstones and the
-        /// retry flag, and the replicas serve them (by default clients
-        /// register, Op::Register, and only registered ids are served).
-        /// The same as the scenario suffix `+legacy-clients`.
-        #[arg(long)]
-        legacy_clients: bool,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -161,9 +149,6 @@ enum Cmd {
         /// at least `--clients` clients, so that sessions expire.
         #[arg(long)]
         session_limit: Option<usize>,
-        /// Tombstones of evicted sessions kept (Config::session_tombstones).
-        #[arg(long)]
-        session_tombstones: Option<usize>,
         /// Clients per seed (with --session-limit: more than the bound).
         #[arg(long)]
         clients: Option<usize>,
@@ -175,13 +160,8 @@ enum Cmd {
         /// Config::gc_grant_after_grace on every seed.
         #[arg(long)]
         grant_after_grace: bool,
-        /// Legacy clients on every seed (as `run --legacy-clients`); the
-        /// scenario names printed end in `+legacy-clients`.
-        #[arg(long)]
-        legacy_clients: bool,
     },
-    /// Runs per second of 10-virtual-second runs with load and GC pauses
-    /// (legacy clients, so that the figures stay comparable).
+    /// Runs per second of 10-virtual-second runs with load and GC pauses.
     Bench {
         #[arg(long, default_value_t = 200)]
         runs: u64,
@@ -366,7 +346,7 @@ fn scenario(name: &Option<String>, seed: u64) -> Result<Scenario> {
     match name {
         None => Ok(Scenario::from_seed(seed)),
         Some(n) => Scenario::parse(n, seed).with_context(|| {
-            format!("unknown scenario {n} for seed {seed}; try `sim scenarios` (a name may end in +legacy-clients; `swarm` is the seed's swarm scenario)")
+            format!("unknown scenario {n} for seed {seed}; try `sim scenarios` (`swarm` is the seed's swarm scenario)")
         }),
     }
 }
@@ -635,16 +615,11 @@ fn main() -> Result<()> {
             summary_json,
             pre_vote,
             session_limit,
-            session_tombstones,
             clients,
             fast_handoff,
-            legacy_clients,
         } => {
             let mut s = scenario(&name, seed)?;
             s.pre_vote |= pre_vote;
-            if legacy_clients {
-                s.set_legacy_clients();
-            }
             if fast_handoff {
                 s.gc_handoff_promise = true;
                 s.gc_handoff_eager = true;
@@ -655,9 +630,6 @@ fn main() -> Result<()> {
             }
             if let Some(l) = session_limit {
                 s.session_limit = l.max(1);
-            }
-            if let Some(t) = session_tombstones {
-                s.session_tombstones = t;
             }
             if let Some(d) = duration {
                 s.duration = (d * 1e6) as u64;
@@ -731,11 +703,9 @@ fn main() -> Result<()> {
             duration,
             jobs,
             session_limit,
-            session_tombstones,
             clients,
             fast_handoff,
             grant_after_grace,
-            legacy_clients,
         } => {
             let (a, b) = parse_range(&seeds)?;
             let jobs = jobs
@@ -749,9 +719,6 @@ fn main() -> Result<()> {
                 if let Some(l) = session_limit {
                     s.session_limit = l.max(1);
                     s.name += &format!("+sessions{l}");
-                }
-                if let Some(t) = session_tombstones {
-                    s.session_tombstones = t;
                 }
                 if let Some(c) = clients {
                     s.workload.clients = c.max(1);
@@ -768,9 +735,6 @@ fn main() -> Result<()> {
                 if grant_after_grace {
                     s.gc_grant_after_grace = true;
                     s.name += "+grant-after-grace";
-                }
-                if legacy_clients {
-                    s.set_legacy_clients();
                 }
                 let out = stutter_sim::run(s.clone(), seed);
                 out.violations
@@ -796,10 +760,7 @@ fn main() -> Result<()> {
             }
         }
         Cmd::Bench { runs, jobs } => {
-            // Legacy clients, as every figure of this bench before
-            // registration became the default (docs/simulator.md, "Speed
-            // and CI"): the series stays comparable.
-            let s = Scenario::parse("gc-memory-pressure+legacy-clients", 0).context("preset")?;
+            let s = Scenario::named("gc-memory-pressure").context("preset")?;
             let t = Instant::now();
             let mut events = 0;
             stutter_sim::parallel::in_order(
@@ -814,7 +775,7 @@ fn main() -> Result<()> {
             );
             let secs = t.elapsed().as_secs_f64();
             println!(
-                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses, legacy clients) on {jobs} thread(s) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
+                "{runs} runs of 10 virtual s (3 replicas, 2000 ops/s, memory-pressure GC pauses) on {jobs} thread(s) in {secs:.2} s: {:.1} runs/s = {:.0} runs/min, {:.0} events/s",
                 runs as f64 / secs,
                 runs as f64 / secs * 60.0,
                 events as f64 / secs

@@ -23,10 +23,6 @@ pub const WINDOW_RECIPES: [&str; 5] = [
     "election-pauses",
 ];
 
-/// The suffix of a scenario name that says its clients are legacy
-/// (`Scenario::legacy_clients`).
-pub const LEGACY_SUFFIX: &str = "+legacy-clients";
-
 /// How often replicas stop the world, and for how long.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PauseProfile {
@@ -271,21 +267,6 @@ pub struct Scenario {
     /// `sim swarm --session-limit` bound it.
     #[serde(default = "unbounded")]
     pub session_limit: usize,
-    /// Config::session_tombstones (0: 4 × the limit).
-    #[serde(default)]
-    pub session_tombstones: usize,
-    /// Legacy clients: unregistered ids below 2^63 (`REGISTERED_BASE`),
-    /// whose at-most-once rests on tombstones, the retry flag and a
-    /// message-delay bound; the replicas then serve them
-    /// (Config::registered_clients_only off). Off by default: clients
-    /// register (`Op::Register`) and use the id the log assigns
-    /// (`clients.rs`), as the real client library does, and the replicas
-    /// serve registered clients only. `sim run/swarm --legacy-clients`
-    /// and the scenario suffix `+legacy-clients` (`Scenario::parse`) turn
-    /// it on; seeds pinned before registration was the default replay
-    /// with it (traces/seeds.txt).
-    #[serde(default)]
-    pub legacy_clients: bool,
 }
 
 fn unbounded() -> usize {
@@ -342,8 +323,6 @@ impl Scenario {
             gc_handoff_eager: false,
             commit_on_accept: false,
             session_limit: unbounded(),
-            session_tombstones: 0,
-            legacy_clients: false,
         }
     }
 
@@ -420,19 +399,10 @@ impl Scenario {
             }
             // Sessions expire (issue 17): 40 clients share a table of 4
             // sessions, under crashes, partitions, loss and pauses, so that
-            // sessions are evicted, tombstones rotate out (2,048 of them,
-            // after about a quarter of the run) and expired replies meet
-            // retries and installed snapshots. With 16 tombstones (4 × the
-            // limit) a client's resent first request outlived its
-            // tombstone and executed twice in about one seed in five until
-            // clients flagged their retries (docs/protocol.md, "Session
-            // expiry"); it is expired now. Those are legacy clients'
-            // (`sessions+legacy-clients`); registering clients (the
-            // default) need no tombstones: an evicted registered id is
-            // expired.
+            // registrations evict sessions every few slots and expired
+            // replies meet retries and installed snapshots.
             "sessions" => {
                 s.session_limit = 4;
-                s.session_tombstones = 2_048;
                 s.workload.clients = 40;
                 s.pauses = PauseProfile::preset("frequent-short")?;
                 s.crash_rate = 0.3;
@@ -464,37 +434,17 @@ impl Scenario {
 
     /// A scenario by the name a run printed or a corpus line gives: a
     /// named scenario (`Scenario::named`), `swarm` (`from_seed`) or the
-    /// full name `sim swarm` printed for that seed, each optionally
-    /// followed by `+legacy-clients` (`legacy_clients`). Settings a swarm
-    /// flag appended otherwise (`+sessionsN`, `+fast-handoff`,
+    /// full name `sim swarm` printed for that seed. Settings a swarm flag
+    /// appended otherwise (`+sessionsN`, `+fast-handoff`,
     /// `+grant-after-grace`) are not read back: pass the flags.
     pub fn parse(name: &str, seed: u64) -> Option<Scenario> {
-        let (base, legacy) = match name.strip_suffix(LEGACY_SUFFIX) {
-            Some(b) => (b, true),
-            None => (name, false),
-        };
-        let mut s = if base == "swarm" {
-            Scenario::from_seed(seed)
-        } else if base.starts_with("swarm/") {
+        if name == "swarm" {
+            Some(Scenario::from_seed(seed))
+        } else if name.starts_with("swarm/") {
             let s = Scenario::from_seed(seed);
-            if s.name != base {
-                return None;
-            }
-            s
+            (s.name == name).then_some(s)
         } else {
-            Scenario::named(base)?
-        };
-        if legacy {
-            s.set_legacy_clients();
-        }
-        Some(s)
-    }
-
-    /// Legacy clients (`legacy_clients`), said in the name.
-    pub fn set_legacy_clients(&mut self) {
-        if !self.legacy_clients {
-            self.legacy_clients = true;
-            self.name += LEGACY_SUFFIX;
+            Scenario::named(name)
         }
     }
 
@@ -818,44 +768,21 @@ mod tests {
     }
 
     #[test]
-    fn clients_register_by_default_and_a_name_suffix_makes_them_legacy() {
+    fn a_name_a_run_printed_reads_back_as_its_scenario() {
         for n in Scenario::names() {
             let s = Scenario::named(n).unwrap_or_else(|| unreachable!());
-            assert!(!s.legacy_clients, "{n}");
-            assert_eq!(Scenario::parse(n, 1), Some(s.clone()), "{n}");
-            let l = Scenario::parse(&format!("{n}{LEGACY_SUFFIX}"), 1)
-                .unwrap_or_else(|| unreachable!());
-            assert!(l.legacy_clients, "{n}");
-            assert_eq!(l.name, format!("{n}{LEGACY_SUFFIX}"));
-            assert_eq!(
-                Scenario {
-                    legacy_clients: false,
-                    name: s.name.clone(),
-                    ..l
-                },
-                s,
-                "{n}: nothing else differs"
-            );
+            assert_eq!(Scenario::parse(n, 1), Some(s), "{n}");
         }
-        assert!(!Scenario::from_seed(5).legacy_clients && !Scenario::base("t").legacy_clients);
         assert_eq!(Scenario::parse("swarm", 5), Some(Scenario::from_seed(5)));
-        // What `sim swarm [--legacy-clients]` prints for a seed names that
-        // seed's scenario, and no other seed's.
-        let mut l = Scenario::from_seed(5);
-        l.set_legacy_clients();
-        l.set_legacy_clients();
-        assert!(
-            l.name.ends_with(LEGACY_SUFFIX) && !l.name.ends_with("+legacy-clients+legacy-clients"),
-            "{}",
-            l.name
-        );
-        assert_eq!(Scenario::parse(&l.name, 5), Some(l.clone()));
-        assert_eq!(Scenario::parse("swarm+legacy-clients", 5), Some(l.clone()));
+        // What `sim swarm` prints for a seed names that seed's scenario,
+        // and no other seed's.
+        let s = Scenario::from_seed(5);
+        assert_eq!(Scenario::parse(&s.name, 5), Some(s.clone()));
         let other = (6..100)
-            .find(|s| Scenario::from_seed(*s).name != Scenario::from_seed(5).name)
+            .find(|x| Scenario::from_seed(*x).name != s.name)
             .unwrap_or(6);
-        assert_eq!(Scenario::parse(&l.name, other), None);
-        assert_eq!(Scenario::parse("no-such+legacy-clients", 1), None);
+        assert_eq!(Scenario::parse(&s.name, other), None);
+        assert_eq!(Scenario::parse("no-such", 1), None);
     }
 
     #[test]

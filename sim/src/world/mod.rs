@@ -69,18 +69,15 @@ pub(crate) enum Ev {
     ClientTick {
         c: usize,
     },
-    /// History operation `op`'s request reaches replica `r`, flagged a
-    /// retry or not.
+    /// History operation `op`'s request reaches replica `r`.
     ClientArrive {
         r: ReplicaId,
         op: usize,
-        retry: bool,
     },
     /// A client's `Register` under `nonce` reaches replica `r`.
     ClientRegister {
         r: ReplicaId,
         nonce: stutter_core::ClientId,
-        retry: bool,
     },
     ClientReply {
         c: usize,
@@ -195,15 +192,8 @@ impl World {
         let end = s.duration.max(heal) + s.liveness_bound;
         let n = s.n;
         let mut w = World {
-            checker: Checker::new(
-                n,
-                stutter_core::sessions::Bounds {
-                    sessions: s.session_limit,
-                    tombstones: s.session_tombstones,
-                },
-                s.bug != Some(stutter_core::Bug::IgnoreRetryFlag),
-            )
-            .registered_expiry(s.bug != Some(stutter_core::Bug::RegisteredNoExpiry)),
+            checker: Checker::new(n, s.session_limit)
+                .registered_expiry(s.bug != Some(stutter_core::Bug::RegisteredNoExpiry)),
             net: Network::new(&s),
             clients: Clients::new(&s),
             s,
@@ -343,17 +333,13 @@ impl World {
                 self.clients.tick(c, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
-            Ev::ClientArrive { r, op, retry } => {
+            Ev::ClientArrive { r, op } => {
                 if let Some(req) = self.clients.requests.get(op) {
-                    let req = Request {
-                        retry,
-                        ..req.clone()
-                    };
-                    self.enqueue(r, Input::Request(req));
+                    self.enqueue(r, Input::Request(req.clone()));
                 }
             }
-            Ev::ClientRegister { r, nonce, retry } => {
-                self.enqueue(r, Input::Request(Request::register(nonce, retry)))
+            Ev::ClientRegister { r, nonce } => {
+                self.enqueue(r, Input::Request(Request::register(nonce)))
             }
             Ev::ClientReply {
                 c,
@@ -397,16 +383,11 @@ impl World {
         for e in evs.drain(..) {
             match e {
                 ClientEvent::Tick { c, at } => self.at(at, Ev::ClientTick { c }),
-                ClientEvent::Arrive { r, op, retry, at } => {
-                    self.at(at, Ev::ClientArrive { r, op, retry })
-                }
+                ClientEvent::Arrive { r, op, at } => self.at(at, Ev::ClientArrive { r, op }),
                 ClientEvent::Timeout { c, at } => self.at(at, Ev::ClientTimeout { c, at }),
-                ClientEvent::Register {
-                    r,
-                    nonce,
-                    retry,
-                    at,
-                } => self.at(at, Ev::ClientRegister { r, nonce, retry }),
+                ClientEvent::Register { r, nonce, at } => {
+                    self.at(at, Ev::ClientRegister { r, nonce })
+                }
             }
         }
         self.client_events = evs;
@@ -831,11 +812,6 @@ pub fn core_config(s: &Scenario) -> Config {
         commit_on_accept: s.commit_on_accept,
         pre_vote: s.pre_vote,
         session_limit: s.session_limit,
-        session_tombstones: s.session_tombstones,
-        // Registering clients (the default) are served as the real
-        // replica serves them: registered ids only; legacy clients
-        // (`--legacy-clients`) need the legacy rules.
-        registered_clients_only: !s.legacy_clients,
         injected_bug: s.bug,
     }
 }

@@ -288,7 +288,7 @@ impl Replica {
         if self.recovered {
             self.emit(
                 Action::Recover {
-                    sessions: self.sm.sessions_summary(self.session_bounds()),
+                    sessions: self.sm.sessions_summary(self.cfg.session_limit),
                 },
                 out,
             );
