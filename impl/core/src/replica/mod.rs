@@ -16,7 +16,8 @@
 //! | `durability.rs` | the persist barrier: outputs held until what they depend on is durable |
 //! | `catch_up.rs` | trimming, catch-up and snapshot installation |
 //! | `pre_vote.rs` | pre-vote and leader stickiness: the election timer asks before it raises the ballot |
-//! | `gc.rs` | GC coordination (Blade): grants within a budget, leadership hand-off before a leader collects |
+//! | `gc.rs` | GC coordination (Blade): a replica's collection, the leader's grants within a budget |
+//! | `handoff.rs` | a due leader's hand-off of its leadership before it collects (`TimeoutNow`) |
 //! | `ignore.rs` | the named reasons an input is ignored, counted |
 //! | `invariants.rs` | `check_invariants`, run after every step in debug builds |
 //!
@@ -32,6 +33,7 @@ mod commit;
 mod durability;
 mod election;
 mod gc;
+mod handoff;
 mod ignore;
 mod invariants;
 mod pre_vote;
