@@ -22,8 +22,7 @@ pub const READ_CHUNK: usize = 64 << 10;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
     /// A request of `client` (an id the log assigned, or a `Register`'s
-    /// nonce with seq 0); a resend after an uncertain attempt reuses the
-    /// same `(client, seq)`.
+    /// nonce at seq 0); a resend reuses the same `(client, seq)`.
     Op {
         client: ClientId,
         seq: Seq,
