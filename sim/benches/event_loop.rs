@@ -4,6 +4,10 @@
 //! `cargo bench -p stutter-sim --bench event_loop`; docs/simulator.md
 //! ("Speed and CI") has the figures and how to read them.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use stutter_sim::queue::Queue;
 use stutter_sim::scenario::Scenario;

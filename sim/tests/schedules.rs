@@ -5,6 +5,10 @@
 //! are persisted in sim/tests/schedules.proptest-regressions (committed)
 //! and replayed first.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use stutter_sim::scenario::{Fault, Scenario, MS, SEC};

@@ -12,6 +12,10 @@
 //! simulator passes) and `stale-sessions-on-install.ndjson`, each rejected
 //! at its last event by scripts/conformance-ci.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use stutter_core::Bug;
 use stutter_sim::scenario::Scenario;
 

@@ -166,7 +166,7 @@ impl Conn {
 
     /// Queues the request of `pos`'s job (a new call, or a retry of the
     /// same `(client, seq)`) for the next flush.
-    fn send(&mut self, c: usize, pos: usize, ctx: &mut LoopCtx) {
+    fn send(&mut self, c: usize, pos: usize, ctx: &mut LoopCtx<'_>) {
         let Some(sl) = self.positions.get_mut(pos) else {
             return;
         };
@@ -197,7 +197,7 @@ impl Conn {
     }
 
     /// Starts a new job on a free position.
-    pub fn start(&mut self, c: usize, pos: usize, job: Job, ctx: &mut LoopCtx) {
+    pub fn start(&mut self, c: usize, pos: usize, job: Job, ctx: &mut LoopCtx<'_>) {
         let Some(sl) = self.positions.get_mut(pos) else {
             return;
         };
@@ -220,7 +220,7 @@ impl Conn {
     }
 
     /// Writes what is queued, connecting first if needed.
-    pub fn flush(&mut self, c: usize, ctx: &mut LoopCtx) {
+    pub fn flush(&mut self, c: usize, ctx: &mut LoopCtx<'_>) {
         use std::io::Write;
         self.dirty = false;
         if self.stream.is_none() {
@@ -280,7 +280,7 @@ impl Conn {
     /// Drops the connection, moves to replica `to` (or the next one) and
     /// re-sends every request in flight there, each charged one try; a job
     /// out of tries ends with `why`. After a redirect or a failure.
-    pub fn reset(&mut self, c: usize, to: Option<usize>, why: CallError, ctx: &mut LoopCtx) {
+    pub fn reset(&mut self, c: usize, to: Option<usize>, why: CallError, ctx: &mut LoopCtx<'_>) {
         self.stream = None;
         self.connected = false;
         self.wbuf.clear();
@@ -324,7 +324,7 @@ impl Conn {
 
     /// Handles readiness: finishes connecting, writes, reads and handles
     /// every complete reply.
-    pub fn on_ready(&mut self, c: usize, scratch: &mut [u8], ctx: &mut LoopCtx) {
+    pub fn on_ready(&mut self, c: usize, scratch: &mut [u8], ctx: &mut LoopCtx<'_>) {
         use std::io::Read;
         let Some(s) = self.stream.as_mut() else {
             return;
@@ -395,13 +395,13 @@ impl Conn {
 
     /// A bad reply: counted as a wrong answer, and the connection, out of
     /// step, is replaced (its requests are re-sent).
-    fn out_of_step(&mut self, c: usize, what: String, ctx: &mut LoopCtx) {
+    fn out_of_step(&mut self, c: usize, what: String, ctx: &mut LoopCtx<'_>) {
         ctx.tally.wrong(what.clone());
         self.reset(c, Some(self.replica), CallError::Unexpected(what), ctx);
     }
 
     /// Text replies: one line per request, in request order.
-    fn text_replies(&mut self, c: usize, ctx: &mut LoopCtx) {
+    fn text_replies(&mut self, c: usize, ctx: &mut LoopCtx<'_>) {
         while let Some(nl) = self.rbuf[self.rpos..].iter().position(|b| *b == b'\n') {
             let mut line = self.rpos..self.rpos + nl;
             self.rpos += nl + 1;
@@ -432,7 +432,7 @@ impl Conn {
     }
 
     /// Framed replies: each names its `(client, seq)`.
-    fn framed_replies(&mut self, c: usize, ctx: &mut LoopCtx) {
+    fn framed_replies(&mut self, c: usize, ctx: &mut LoopCtx<'_>) {
         use crate::framed_target::{next_frame, parse_frame, Event};
         loop {
             let (body, next) = match next_frame(&self.rbuf, self.rpos) {

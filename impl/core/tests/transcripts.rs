@@ -2,6 +2,10 @@
 //! `tests/transcript/mod.rs` for the commands). `STUTTER_REWRITE=1`
 //! rewrites the expected outputs from what the core prints now.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 mod transcript;
 

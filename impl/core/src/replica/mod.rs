@@ -269,12 +269,21 @@ impl Replica {
             Input::GcDone => self.on_gc_done(out),
         }
         if cfg!(debug_assertions) || self.cfg.check_invariants {
-            if let Err(e) = self.check_invariants() {
-                panic!(
-                    "replica {} at {}: invariant violated: {e}",
-                    self.id, self.now
-                );
-            }
+            self.stop_on_a_broken_invariant();
+        }
+    }
+
+    /// Stops the process when an invariant is broken: that is a bug of
+    /// the core, not input from outside, and stopping at the step that
+    /// broke it is what debug builds and the simulator ask for
+    /// (`Config::check_invariants`).
+    #[allow(clippy::panic)]
+    fn stop_on_a_broken_invariant(&self) {
+        if let Err(e) = self.check_invariants() {
+            panic!(
+                "replica {} at {}: invariant violated: {e}",
+                self.id, self.now
+            );
         }
     }
 

@@ -91,6 +91,7 @@ fn other(e: impl std::fmt::Display) -> std::io::Error {
 /// Lowers the calling thread's CPU priority: snapshot writing and segment
 /// preparation are background work that must not delay the protocol loops
 /// and group commits on a machine with few cores.
+#[allow(unsafe_code)]
 fn background_priority() {
     // SAFETY: gettid and setpriority on the calling thread only.
     unsafe {
