@@ -417,6 +417,10 @@ impl Clients {
             Reply::Malformed => {
                 self.complete(c, idx, Outcome::Fail("malformed".into()), now, rng, out)
             }
+            // The simulator's disk never fills: never sent, definite if it were.
+            Reply::StorageFull => {
+                self.complete(c, idx, Outcome::Fail("disk full".into()), now, rng, out)
+            }
             Reply::Registered { .. } => {}
             Reply::SessionExpired => {
                 // An earlier attempt may have executed: unknown, as a

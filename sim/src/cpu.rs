@@ -111,7 +111,11 @@ impl ServiceTable {
         match input {
             Input::Message { msg, .. } => self.message + message_kb(msg) * self.per_kb,
             Input::Request(_) => self.client_request,
-            Input::Timer(_) | Input::Start | Input::GcDue { .. } | Input::GcDone => self.timer,
+            Input::Timer(_)
+            | Input::Start
+            | Input::GcDue { .. }
+            | Input::GcDone
+            | Input::StorageAlarm { .. } => self.timer,
             Input::Persisted { .. } => self.persisted,
         }
     }
@@ -126,7 +130,11 @@ impl ServiceTable {
             Input::Request(r) if matches!(r.op, Op::Get { .. }) => c.get,
             Input::Request(_) => c.write,
             Input::Message { msg, .. } => c.messages.get(msg.kind()).copied().unwrap_or(c.message),
-            Input::Timer(_) | Input::Start | Input::GcDue { .. } | Input::GcDone => c.timer,
+            Input::Timer(_)
+            | Input::Start
+            | Input::GcDue { .. }
+            | Input::GcDone
+            | Input::StorageAlarm { .. } => c.timer,
             Input::Persisted { .. } => c.persisted,
         };
         let bytes = match input {

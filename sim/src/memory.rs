@@ -162,7 +162,11 @@ impl MemoryModel {
                 };
                 (a.message, carried)
             }
-            Input::Timer(_) | Input::Start | Input::GcDue { .. } | Input::GcDone => (a.timer, 0),
+            Input::Timer(_)
+            | Input::Start
+            | Input::GcDue { .. }
+            | Input::GcDone
+            | Input::StorageAlarm { .. } => (a.timer, 0),
             Input::Persisted { .. } => (a.persisted, 0),
         };
         base + (bytes as f64 * a.per_payload_byte) as u64

@@ -93,7 +93,8 @@ pub fn parse_frame(body: &[u8]) -> Event {
                 | Reply::Cas { .. }
                 | Reply::Registered { .. }
                 | Reply::UnknownClient
-                | Reply::Malformed) => Err(CallError::Unexpected(format!("reply {r:?}"))),
+                | Reply::Malformed
+                | Reply::StorageFull) => Err(CallError::Unexpected(format!("reply {r:?}"))),
             };
             Event::Reply {
                 client,

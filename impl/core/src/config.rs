@@ -198,4 +198,12 @@ pub enum Bug {
     /// client, chosen after the eviction, executes again. Only a bounded
     /// session table shows it.
     RegisteredNoExpiry,
+    /// A leader handing off with a promise (`gc_handoff_promise`) sends
+    /// the target that promise without adopting the promised ballot: it
+    /// keeps leading at its own, and may commit there, with a follower
+    /// that has not heard of the new leader yet, slots the new leader
+    /// (elected on the promise, with no `Prepare` to this replica) never
+    /// saw. The spec's mutant `handoff_promise_not_adopted`. Only runs
+    /// that coordinate and hand off with a promise show it.
+    HandoffPromiseNotAdopted,
 }

@@ -45,6 +45,14 @@ pub enum Input {
     },
     /// The collection that [`Output::Collect`] started is over.
     GcDone,
+    /// The driver's log cannot write (`full`: a full disk, an I/O error it
+    /// retries) or can again. While it cannot, the leader refuses writes
+    /// with [`crate::Reply::StorageFull`] (nothing proposed) and serves
+    /// reads; what was already persisted or proposed is unaffected, and
+    /// promises and acceptances wait for `Persisted` as always.
+    StorageAlarm {
+        full: bool,
+    },
 }
 
 /// A write-ahead-log record. Replaying a replica's records in order through

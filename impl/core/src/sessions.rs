@@ -53,13 +53,22 @@ pub enum Check<'a> {
 /// Sessions by client, with their eviction index. Ordered containers
 /// only: two replicas that executed the same log hold equal tables and
 /// serialize them to the same bytes. Only `sessions` and `registered` are
-/// serialized; the index is rebuilt from them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// serialized and compared; the index and the sum of sequence numbers are
+/// derived from them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(into = "Wire", try_from = "Wire")]
 pub struct SessionTable {
     sessions: BTreeMap<ClientId, Session>,
-    /// `(slot, client)` of every session: the least recent first.
-    by_slot: BTreeSet<(Slot, ClientId)>,
+    /// `(slot, client)` of every session, the least recent first: the
+    /// eviction order. Built when a bounded `record` first needs it and
+    /// dropped by an unbounded one, which never evicts (an unbounded table
+    /// saves two ordered-set updates per executed request; the order is a
+    /// function of `sessions`, so building it late changes nothing).
+    by_slot: Option<BTreeSet<(Slot, ClientId)>>,
+    /// The wrapping sum of every session's `seq` (trace summaries report
+    /// it on every executed slot; kept here so that costs O(1), not
+    /// O(clients)).
+    seq_sum: u64,
     /// Client ids assigned so far: `REGISTERED_BASE..REGISTERED_BASE + registered`.
     registered: u64,
 }
@@ -88,6 +97,24 @@ fn assigned(client: ClientId, registered: u64) -> bool {
     is_registered_id(client) && client - REGISTERED_BASE < registered
 }
 
+impl PartialEq for SessionTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.sessions == other.sessions && self.registered == other.registered
+    }
+}
+
+impl Eq for SessionTable {}
+
+fn slot_index(sessions: &BTreeMap<ClientId, Session>) -> BTreeSet<(Slot, ClientId)> {
+    sessions.iter().map(|(c, s)| (s.slot, *c)).collect()
+}
+
+fn sum_of_seqs(sessions: &BTreeMap<ClientId, Session>) -> u64 {
+    sessions
+        .values()
+        .fold(0u64, |sum, s| sum.wrapping_add(s.seq))
+}
+
 impl TryFrom<Wire> for SessionTable {
     type Error = String;
 
@@ -95,10 +122,11 @@ impl TryFrom<Wire> for SessionTable {
         if !w.sessions.keys().all(|c| assigned(*c, w.registered)) {
             return Err("a session of a client id never assigned".into());
         }
-        let by_slot = w.sessions.iter().map(|(c, s)| (s.slot, *c)).collect();
+        let seq_sum = sum_of_seqs(&w.sessions);
         Ok(SessionTable {
             sessions: w.sessions,
-            by_slot,
+            by_slot: None,
+            seq_sum,
             registered: w.registered,
         })
     }
@@ -111,6 +139,11 @@ impl SessionTable {
 
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
+    }
+
+    /// The wrapping sum of the sessions' sequence numbers.
+    pub fn seq_sum(&self) -> u64 {
+        self.seq_sum
     }
 
     pub fn get(&self, client: &ClientId) -> Option<&Session> {
@@ -146,19 +179,38 @@ impl SessionTable {
     /// reply and slot), evicting the least recent session first if the
     /// client is new and the table holds `limit` sessions.
     pub fn record(&mut self, client: ClientId, session: Session, limit: usize) {
+        if limit == UNBOUNDED {
+            // Never evicts: no index to keep.
+            self.by_slot = None;
+            self.seq_sum = self.seq_sum.wrapping_add(session.seq);
+            if let Some(old) = self.sessions.insert(client, session) {
+                self.seq_sum = self.seq_sum.wrapping_sub(old.seq);
+            }
+            return;
+        }
+        let mut by_slot = match self.by_slot.take() {
+            Some(index) => index,
+            None => slot_index(&self.sessions),
+        };
         if let Some(old) = self.sessions.get(&client) {
-            self.by_slot.remove(&(old.slot, client));
+            by_slot.remove(&(old.slot, client));
         } else {
             while self.sessions.len() >= limit.max(1) {
-                let Some((slot, evicted)) = self.by_slot.pop_first() else {
+                let Some((slot, evicted)) = by_slot.pop_first() else {
                     break;
                 };
                 debug_assert!(slot <= session.slot);
-                self.sessions.remove(&evicted);
+                if let Some(gone) = self.sessions.remove(&evicted) {
+                    self.seq_sum = self.seq_sum.wrapping_sub(gone.seq);
+                }
             }
         }
-        self.by_slot.insert((session.slot, client));
-        self.sessions.insert(client, session);
+        by_slot.insert((session.slot, client));
+        self.by_slot = Some(by_slot);
+        self.seq_sum = self.seq_sum.wrapping_add(session.seq);
+        if let Some(old) = self.sessions.insert(client, session) {
+            self.seq_sum = self.seq_sum.wrapping_sub(old.seq);
+        }
     }
 
     /// Assigns the next client id to a `Register` executed in `slot`, and
@@ -175,14 +227,13 @@ impl SessionTable {
         client
     }
 
-    /// Whether the index agrees with what it indexes, and every session
-    /// is of an assigned id.
+    /// Whether the index and the sum agree with what they are derived
+    /// from, and every session is of an assigned id.
     pub fn is_consistent(&self) -> bool {
-        self.by_slot.len() == self.sessions.len()
-            && self
-                .by_slot
-                .iter()
-                .all(|(slot, c)| self.sessions.get(c).is_some_and(|s| s.slot == *slot))
+        self.by_slot
+            .as_ref()
+            .is_none_or(|by_slot| *by_slot == slot_index(&self.sessions))
+            && self.seq_sum == sum_of_seqs(&self.sessions)
             && self.sessions.keys().all(|c| self.is_assigned(*c))
     }
 }

@@ -178,15 +178,11 @@ impl Snapshot {
         Outcome::Applied(reply)
     }
 
-    /// The session table as traces report it, with its bound (O(clients):
-    /// built for trace events only).
+    /// The session table as traces report it, with its bound.
     pub fn sessions_summary(&self, limit: usize) -> SessionsSummary {
         SessionsSummary {
             clients: self.sessions.len() as u64,
-            seq_sum: self
-                .sessions
-                .iter()
-                .fold(0u64, |sum, (_, s)| sum.wrapping_add(s.seq)),
+            seq_sum: self.sessions.seq_sum(),
             limit: reported_limit(limit),
         }
     }

@@ -268,6 +268,10 @@ pub enum Reply {
     /// The request breaks the rules of seq 0 and `Register`
     /// (`Request::malformed`): not executed, and never will be.
     Malformed,
+    /// A write (or `Register`) refused because the leader's log cannot
+    /// write (its storage alarm, [`crate::Input::StorageAlarm`]): nothing
+    /// was proposed. Reads are still served.
+    StorageFull,
 }
 
 impl Reply {
@@ -280,6 +284,7 @@ impl Reply {
                 | Reply::Stale
                 | Reply::UnknownClient
                 | Reply::Malformed
+                | Reply::StorageFull
         )
     }
 }

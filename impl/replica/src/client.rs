@@ -39,6 +39,10 @@ impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ClientError::Timeout => write!(f, "no answer before the deadline (outcome unknown)"),
+            ClientError::Rejected(Reply::StorageFull) => write!(
+                f,
+                "rejected: disk full (the leader's storage alarm is on; writes refused, reads served)"
+            ),
             ClientError::Rejected(r) => write!(f, "rejected: {r:?}"),
             ClientError::Protocol(e) => write!(f, "protocol error: {e}"),
             ClientError::SessionExpired => write!(
@@ -222,7 +226,9 @@ impl Client {
                     pause = (pause * 2).min(Duration::from_millis(200));
                 }
                 Ok(ClientResponse::Reply {
-                    reply: r @ (Reply::Stale | Reply::UnknownClient | Reply::Malformed),
+                    reply:
+                        r
+                        @ (Reply::Stale | Reply::UnknownClient | Reply::Malformed | Reply::StorageFull),
                     ..
                 }) => return Err(ClientError::Rejected(r)),
                 Ok(ClientResponse::Reply {

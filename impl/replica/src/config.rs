@@ -26,6 +26,9 @@
 //! max_inflight_per_connection = 1024
 //! max_client_frame_kb = 4096
 //! max_peer_frame_mb = 256
+//! client_idle_timeout_s = 60      # no request for this long: closed (0 = never)
+//! client_request_timeout_s = 10   # a request begun must be complete within this
+//! client_evict_idle_ms = 1000     # at the cap, one idle this long gives way
 //!
 //! [gc]                    # optional; a collector model run against the
 //! model = "go"            # node's real allocation: none (default) | go | g1
@@ -42,6 +45,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -120,6 +124,14 @@ pub struct Limits {
     /// Largest peer frame, MiB. Snapshots travel in one frame: this must
     /// hold the whole state machine.
     pub max_peer_frame_mb: Option<usize>,
+    /// A client connection that sends no request for this long is closed
+    /// (0: never). Longer than a reply can take (10 s).
+    pub client_idle_timeout_s: Option<u64>,
+    /// A request (frame or line) whose first byte came must be complete
+    /// within this; the connection is closed otherwise.
+    pub client_request_timeout_s: Option<u64>,
+    /// At the cap, a connection idle this long gives its place to a new one.
+    pub client_evict_idle_ms: Option<u64>,
 }
 
 /// [`Limits`] with the defaults filled in.
@@ -129,6 +141,9 @@ pub struct Caps {
     pub max_inflight_per_connection: usize,
     pub max_client_frame: usize,
     pub max_peer_frame: usize,
+    pub client_idle_timeout: Option<Duration>,
+    pub client_request_timeout: Duration,
+    pub client_evict_idle: Duration,
 }
 
 impl Default for Caps {
@@ -141,6 +156,9 @@ impl Default for Caps {
             max_inflight_per_connection: 1024,
             max_client_frame: 4 << 20,
             max_peer_frame: 256 << 20,
+            client_idle_timeout: Some(Duration::from_secs(60)),
+            client_request_timeout: Duration::from_secs(10),
+            client_evict_idle: Duration::from_secs(1),
         }
     }
 }
@@ -165,6 +183,17 @@ impl Limits {
                 .max_peer_frame_mb
                 .map_or(d.max_peer_frame, |m| m.saturating_mul(1 << 20))
                 .max(1 << 20),
+            client_idle_timeout: match self.client_idle_timeout_s {
+                None => d.client_idle_timeout,
+                Some(0) => None,
+                Some(s) => Some(Duration::from_secs(s)),
+            },
+            client_request_timeout: self
+                .client_request_timeout_s
+                .map_or(d.client_request_timeout, |s| Duration::from_secs(s.max(1))),
+            client_evict_idle: self
+                .client_evict_idle_ms
+                .map_or(d.client_evict_idle, Duration::from_millis),
         }
     }
 }

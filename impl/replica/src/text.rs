@@ -75,6 +75,7 @@ pub fn render_into(resp: &ClientResponse, out: &mut Vec<u8>) {
             Reply::Registered { client } => format!("registered {client}").into_bytes().into(),
             Reply::UnknownClient => b"error unknown client"[..].into(),
             Reply::Malformed => b"error malformed request"[..].into(),
+            Reply::StorageFull => b"error disk full: writes refused (reads are served)"[..].into(),
         },
         ClientResponse::Redirect { addr: Some(a), .. } => {
             format!("leader is {a}").into_bytes().into()

@@ -53,6 +53,9 @@ pub struct StatusInfo {
     /// counting duplicates, stale or expired ones, nor those in installed
     /// snapshots).
     pub applied_updates: u64,
+    /// The storage alarm: the log's error while it cannot write (writes
+    /// are refused meanwhile), none when it writes.
+    pub storage_alarm: Option<String>,
 }
 
 /// What the node's collector model (`[gc]`) has done since the start.

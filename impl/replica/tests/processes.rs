@@ -689,7 +689,7 @@ fn an_oversized_client_frame_gets_an_error_and_the_connection_closes() {
 #[test]
 fn client_connections_over_the_cap_are_told_and_closed() {
     let cl = Cluster::with(&format!(
-        "[security]\ncluster_secret = \"{SECRET}\"\n[limits]\nmax_client_connections = 3\n"
+        "[security]\ncluster_secret = \"{SECRET}\"\n[limits]\nmax_client_connections = 3\nclient_evict_idle_ms = 600000\n"
     ));
     let leader = cl.leader(Duration::from_secs(5)).expect("leader");
     let addr = &cl.clients[leader];

@@ -82,6 +82,9 @@ impl Scenario {
                 s.cores,
                 if s.memory.coordinated { "+blade" } else { "" }
             );
+            if s.memory.coordinated {
+                s.draw_handoff(seed);
+            }
         }
         // Faults aimed at windows in a share of the seeds, from a third
         // stream: the scenario the other seeds derive stays as it was.
@@ -92,6 +95,44 @@ impl Scenario {
             s.name += &format!("+windows({})", kinds.join(","));
         }
         s
+    }
+
+    /// How a coordinating seed hands leadership off, from a stream of the
+    /// seed's own (seeds that do not coordinate draw nothing from it and
+    /// run as before): half the seeds the fast hand-off (promise in
+    /// `TimeoutNow`, no transfer wait, commit on `Accept`), the other half
+    /// each of the three switches at even odds (the waiting hand-off, a
+    /// promise alone, a promise without the wait, commit on `Accept`
+    /// alone, ...); and in half the seeds, whatever the mode, the old
+    /// leader asks for its grant when its grace ends
+    /// (`gc_grant_after_grace`). The name says which: `+handoff(...)`,
+    /// `+grace-grant`.
+    fn draw_handoff(&mut self, seed: u64) {
+        let mut h = Rng::new(seed ^ 0x4a_d0ff);
+        if h.chance(0.5) {
+            self.gc_handoff_promise = true;
+            self.gc_handoff_eager = true;
+            self.commit_on_accept = true;
+        } else {
+            self.gc_handoff_promise = h.chance(0.5);
+            self.gc_handoff_eager = self.gc_handoff_promise && h.chance(0.5);
+            self.commit_on_accept = h.chance(0.5);
+        }
+        self.gc_grant_after_grace = h.chance(0.5);
+        let mode: Vec<&str> = [
+            (self.gc_handoff_promise, "promise"),
+            (self.gc_handoff_eager, "eager"),
+            (self.commit_on_accept, "commit"),
+        ]
+        .iter()
+        .filter_map(|(on, m)| on.then_some(*m))
+        .collect();
+        if !mode.is_empty() {
+            self.name += &format!("+handoff({})", mode.join(","));
+        }
+        if self.gc_grant_after_grace {
+            self.name += "+grace-grant";
+        }
     }
 
     /// One to four recipes of faults aimed at windows, each at a time drawn

@@ -202,7 +202,18 @@ impl Replica {
             last_executed: self.sm.last_executed,
             leader_last_executed: lle,
         };
-        self.send_durable(from, msg, out);
+        if self.storage_full {
+            // The storage alarm: what waits for the disk may wait long, and
+            // a reply held that long makes the leader think itself cut off
+            // and step down; with every disk full no leader could be
+            // elected again, and reads would stop too. A heartbeat reply is
+            // no vote (promises and acceptances still wait for the disk);
+            // a `last_executed` a crash may take back costs the follower a
+            // snapshot catch-up at worst.
+            out.push(Output::Send { to: from, msg });
+        } else {
+            self.send_durable(from, msg, out);
+        }
         self.maybe_trim(out);
         self.gc_leader_known(out);
     }

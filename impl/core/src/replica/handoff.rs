@@ -13,7 +13,7 @@ use crate::trace::Action;
 use crate::types::{next_ballot, Ballot, Instance, ReplicaId, Reply};
 
 use super::role::RoleState;
-use super::{Ignored, Replica};
+use super::{injected, Ignored, Replica};
 
 impl Replica {
     /// The leader became due: its turn now if the budget allows, else it
@@ -158,14 +158,16 @@ impl Replica {
                 }
             }
             Some((promised, entries)) => {
-                self.become_follower(out);
                 // The promise: adopted (persisted, and followed: `to` owns
                 // it) before it leaves, exactly as a `Prepare(promised)`
                 // would be answered. From here this replica rejects its own
                 // old ballot's messages, like any acceptor that promised.
                 // One step, traced once (the spec's TransferWithPromise).
-                self.ballot = promised;
-                self.persist(vec![Record::Ballot(promised)], out);
+                if !injected!(self.cfg, HandoffPromiseNotAdopted) {
+                    self.become_follower(out);
+                    self.ballot = promised;
+                    self.persist(vec![Record::Ballot(promised)], out);
+                }
                 if let Some(f) = self.role.as_follower_mut() {
                     f.leader = Some(to);
                 }

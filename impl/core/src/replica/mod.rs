@@ -112,6 +112,9 @@ pub struct Replica {
     waiting: BTreeSet<(ClientId, Seq)>,
     /// This replica's own collection (GC coordination).
     gc: gc::GcState,
+    /// The driver's storage alarm ([`Input::StorageAlarm`]): writes are
+    /// refused while it is on.
+    storage_full: bool,
 
     ignored: IgnoredCounts,
 }
@@ -168,6 +171,7 @@ impl Replica {
             last_probe: 0,
             waiting: BTreeSet::new(),
             gc: gc::GcState::default(),
+            storage_full: false,
             ignored: IgnoredCounts::default(),
         }
     }
@@ -199,6 +203,10 @@ impl Replica {
     }
     pub fn global_last_executed(&self) -> Slot {
         self.global_last_executed
+    }
+    /// Whether the storage alarm is on (writes refused).
+    pub fn storage_full(&self) -> bool {
+        self.storage_full
     }
     pub fn last_index(&self) -> Slot {
         self.log.last_index()
@@ -267,6 +275,7 @@ impl Replica {
             Input::Timer(Timer::Gc) => self.on_gc_timer(out),
             Input::GcDue { headroom } => self.on_gc_due(headroom, out),
             Input::GcDone => self.on_gc_done(out),
+            Input::StorageAlarm { full } => self.storage_full = full,
         }
         if cfg!(debug_assertions) || self.cfg.check_invariants {
             self.stop_on_a_broken_invariant();

@@ -103,6 +103,16 @@ impl Replica {
             self.waiting.insert((client, seq));
             return;
         }
+        // The storage alarm: a write now would wait for a disk that cannot
+        // take it; refused at once, definitely. Reads go on below.
+        if self.storage_full && !matches!(req.op, Op::Get { .. }) {
+            out.push(Output::Reply {
+                client,
+                seq,
+                reply: Reply::StorageFull,
+            });
+            return;
+        }
         if l.pending.len() + l.reads.len() >= self.cfg.max_pending {
             out.push(Output::Reply {
                 client,

@@ -32,6 +32,7 @@
 //! | `crash ID`, `restart ID` | loses unsynced records and memory; recovers from the synced records |
 //! | `request ID C/S OP` | replica ID receives client C's request number S (`put k v`, `get k`, `del k`, `cas k from\|- to`, or `register` with S = 0 and C a nonce); `rK` is the K-th id the log assigns |
 //! | `gc-due ID [HEADROOM]`, `gc-done ID` | the driver's collector reports a collection due (bytes of headroom, default 1 MiB), or over |
+//! | `storage-alarm ID on\|off` | the driver's log cannot write (a full disk), or can again |
 //! | `run DT [elections]` | fair schedule for DT (sync, deliver, fire timers); prints the collections started and the replies only, and with `elections` the election steps traced (pre-votes, elections, step-downs, hand-offs) |
 //! | `load ID puts=N [client=NONCE] [every=DT]` | a client registers through ID, then N puts of distinct keys to ID, each followed by `run DT` |
 //! | `status [ID…]` | role, ballot, indexes, tokens, queues and ignored inputs |
@@ -292,6 +293,14 @@ impl Interp {
                     _ => return Err("gc-due ID [HEADROOM]".to_owned()),
                 };
                 self.cluster()?.input(id, Input::GcDue { headroom });
+            }
+            "storage-alarm" => {
+                let (id, full) = match args {
+                    [id, on] if *on == "on" => (self.replica(id)?, true),
+                    [id, off] if *off == "off" => (self.replica(id)?, false),
+                    _ => return Err("storage-alarm ID on|off".to_owned()),
+                };
+                self.cluster()?.input(id, Input::StorageAlarm { full });
             }
             "gc-done" => {
                 let id = self.replica(args.first().ok_or("gc-done ID")?)?;

@@ -206,6 +206,7 @@ pub fn reply(r: &Reply) -> String {
         Reply::Registered { client } => format!("registered client={client}"),
         Reply::UnknownClient => "unknown-client".to_owned(),
         Reply::Malformed => "malformed".to_owned(),
+        Reply::StorageFull => "storage-full".to_owned(),
     }
 }
 
@@ -248,6 +249,7 @@ pub fn input(id: ReplicaId, time: Time, i: &Input) -> String {
         Input::Persisted { token } => format!("{id}: persisted {token}"),
         Input::GcDue { headroom } => format!("{id}: gc-due headroom={headroom}"),
         Input::GcDone => format!("{id}: gc-done"),
+        Input::StorageAlarm { full } => format!("{id}: storage-alarm full={full}"),
     }
 }
 

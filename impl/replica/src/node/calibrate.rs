@@ -432,7 +432,11 @@ impl TurnMeter {
             Input::Timer(Timer::Election) => t.timer_election += 1,
             Input::Timer(Timer::Heartbeat) => t.timer_heartbeat += 1,
             // GC coordination's inputs: rare, and not part of the fit.
-            Input::Timer(Timer::Gc) | Input::GcDue { .. } | Input::GcDone | Input::Start => {}
+            Input::Timer(Timer::Gc)
+            | Input::GcDue { .. }
+            | Input::GcDone
+            | Input::Start
+            | Input::StorageAlarm { .. } => {}
         }
     }
 

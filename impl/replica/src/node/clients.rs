@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::Semaphore;
 
 use super::event::Events;
+use super::idle::{self, Activity, Registry};
 use super::{framed_session, text_session};
 use crate::config::Caps;
 use crate::platform::net::{TcpListener, TcpStream};
@@ -22,6 +23,8 @@ use crate::wire::{self, ClientResponse};
 const MAX_REJECTING: usize = 64;
 /// How long a rejected connection gets to show its protocol.
 const REJECT_WAIT: Duration = Duration::from_secs(1);
+/// How long a new connection waits for the place of an evicted one.
+const EVICT_WAIT: Duration = Duration::from_millis(500);
 
 pub struct ClientPort {
     pub me: ReplicaId,
@@ -48,14 +51,30 @@ pub async fn listen(listener: TcpListener, port: ClientPort) {
     let micros = crate::platform::since_epoch().as_micros() as u64 & 0xffff_ffff_ffff;
     let first = (u64::from(port.me) + 1) << 48 | micros;
     let numbers = AtomicU64::new(first);
+    let registry = Arc::new(Registry::default());
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            tracing::warn!(%addr, max = port.caps.max_client_connections, "client connection over the cap; refusing");
+        let permit = open.clone().try_acquire_owned().ok();
+        if permit.is_none() && registry.evict_idle(port.caps.client_evict_idle) {
+            // The evicted connection's task gives its place back when it
+            // ends, on its next turn: the new one waits for it in a task
+            // of its own, so that the accept loop never waits.
+            let (open, port, registry) = (open.clone(), port.clone(), registry.clone());
+            let conn_no = numbers.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                if let Ok(Ok(p)) = tokio::time::timeout(EVICT_WAIT, open.acquire_owned()).await {
+                    run(stream, addr, &port, conn_no, &registry).await;
+                    drop(p);
+                }
+            });
+            continue;
+        }
+        let Some(permit) = permit else {
+            tracing::warn!(%addr, max = port.caps.max_client_connections, "client connection over the cap, none idle; refusing");
             if let Ok(r) = rejecting.clone().try_acquire_owned() {
                 tokio::spawn(async move {
                     let _ = tokio::time::timeout(REJECT_WAIT, refuse(stream)).await;
@@ -66,16 +85,43 @@ pub async fn listen(listener: TcpListener, port: ClientPort) {
         };
         let conn_no = numbers.fetch_add(1, Ordering::Relaxed);
         let port = port.clone();
+        let registry = registry.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve(stream, &port, conn_no).await {
-                tracing::debug!(%addr, error = %e, "client connection ended");
-            }
+            run(stream, addr, &port, conn_no, &registry).await;
             drop(permit);
         });
     }
 }
 
-async fn serve(stream: TcpStream, port: &ClientPort, conn_no: u64) -> std::io::Result<()> {
+/// Serves a connection that holds a place until it ends, is idle too
+/// long, or is evicted.
+async fn run(
+    stream: TcpStream,
+    addr: std::net::SocketAddr,
+    port: &ClientPort,
+    conn_no: u64,
+    registry: &Registry,
+) {
+    let act = registry.open(conn_no);
+    tokio::select! {
+        r = serve(stream, port, conn_no, &act) => {
+            if let Err(e) = r {
+                tracing::debug!(%addr, error = %e, "client connection ended");
+            }
+        }
+        _ = idle::watchdog(&act, port.caps.client_idle_timeout) => {
+            tracing::debug!(%addr, "idle client connection closed");
+        }
+    }
+    registry.closed(conn_no);
+}
+
+async fn serve(
+    stream: TcpStream,
+    port: &ClientPort,
+    conn_no: u64,
+    act: &Activity,
+) -> std::io::Result<()> {
     let (r, w) = stream.into_split();
     let mut r = BufReader::with_capacity(1 << 16, r);
     let first = match r.fill_buf().await?.first() {
@@ -83,7 +129,7 @@ async fn serve(stream: TcpStream, port: &ClientPort, conn_no: u64) -> std::io::R
         None => return Ok(()),
     };
     if first == 0 {
-        framed_session::serve(r, w, port.events.clone(), port.caps).await
+        framed_session::serve(r, w, port.events.clone(), port.caps, act).await
     } else {
         // Text clients have no identity of their own: one per connection.
         let client: ClientId = ((port.me as u64 + 1) << 48) | (conn_no & 0xffff_ffff_ffff);
@@ -93,6 +139,8 @@ async fn serve(stream: TcpStream, port: &ClientPort, conn_no: u64) -> std::io::R
             port.events.clone(),
             client,
             port.caps.max_client_frame,
+            port.caps.client_request_timeout,
+            act,
         )
         .await
     }

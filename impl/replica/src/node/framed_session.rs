@@ -7,6 +7,7 @@ use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Event, Events};
+use super::idle::{self, Activity};
 use crate::config::Caps;
 use crate::platform::net::{OwnedReadHalf, OwnedWriteHalf};
 use crate::wire::{self, ClientRequest, ClientResponse};
@@ -22,12 +23,20 @@ pub async fn serve(
     w: OwnedWriteHalf,
     events: Events,
     caps: Caps,
+    act: &Activity,
 ) -> std::io::Result<()> {
     let (tx, rx) = mpsc::channel::<ClientResponse>(caps.max_inflight_per_connection);
     tokio::spawn(write_replies(w, rx));
     let mut body = Vec::new();
     loop {
-        let len = match wire::read_len(&mut r).await? {
+        // Idle until a frame begins (the port's watchdog bounds that);
+        // then the whole frame within the request timeout.
+        if !idle::request_begins(&mut r).await? {
+            return Ok(());
+        }
+        let limit = caps.client_request_timeout;
+        let started = tokio::time::Instant::now();
+        let len = match idle::within(limit, wire::read_len(&mut r)).await? {
             Some(len) if len <= caps.max_client_frame => len,
             Some(len) => {
                 let e = wire::oversize(len, caps.max_client_frame);
@@ -39,7 +48,9 @@ pub async fn serve(
             }
             None => return Ok(()),
         };
-        wire::read_body(&mut r, len, &mut body).await?;
+        let left = limit.saturating_sub(started.elapsed());
+        idle::within(left, wire::read_body(&mut r, len, &mut body)).await?;
+        act.touch();
         let Ok(slot) = tx.clone().reserve_owned().await else {
             return Ok(());
         };

@@ -1,6 +1,14 @@
 //! Group commit: a dedicated thread takes every persist request queued,
 //! writes them to the write-ahead log, syncs once and publishes the highest
-//! durable token. Under simulation (the `turmoil` feature) the same is a
+//! durable token.
+//!
+//! A write or sync that fails for want of space or with an I/O error
+//! (ENOSPC, EDQUOT, EIO) raises the storage alarm instead of stopping the
+//! replica: the group is kept, published as not durable with the alarm
+//! set, and written and synced again every [`RETRY`] (with everything
+//! queued since) until it succeeds, which disarms the alarm. Nothing of
+//! the group is acknowledged before then. Any other error stops the
+//! replica (fail-stop). Under simulation (the `turmoil` feature) the same is a
 //! task of the node's runtime, and the sync takes [`SIM_SYNC_LATENCY`] of
 //! simulated time, so that a crash can fall between a write and its sync.
 
@@ -59,6 +67,21 @@ pub struct Durable {
     pub syncs: u64,
     /// A write or sync failed: the replica must stop (fail-stop).
     pub failed: Option<String>,
+    /// The log cannot write now (a full disk, an I/O error) and retries:
+    /// the storage alarm, with the error.
+    pub alarm: Option<String>,
+}
+
+/// How often a group the disk refused is tried again.
+pub const RETRY: Duration = Duration::from_millis(500);
+
+/// Errors that raise the storage alarm rather than stop the replica: a
+/// retry may clear them.
+fn retryable(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EIO)
+    )
 }
 
 pub struct GroupCommit {
@@ -149,39 +172,56 @@ struct Committer {
 }
 
 impl Committer {
-    /// Writes `first` and every batch `next` still has (the group); returns
-    /// the group's highest token, its record count and the outcome.
+    /// Appends the group (the batches held from a failed attempt, then
+    /// every batch `next` still has); returns the group's highest token,
+    /// its record count and the outcome.
     fn write(
         &mut self,
-        first: Batch,
+        group: &mut Vec<Batch>,
         mut next: impl FnMut() -> Option<Batch>,
     ) -> (u64, u64, std::io::Result<()>) {
-        let (mut top, records) = first;
-        let mut n = records.len() as u64;
-        let mut result = self.wal.append(records);
-        while result.is_ok() {
-            match next() {
-                Some((t, more)) => {
-                    top = t;
-                    n += more.len() as u64;
-                    result = self.wal.append(more);
-                }
-                None => break,
-            }
+        while let Some(b) = next() {
+            group.push(b);
         }
+        let top = group.last().map_or(0, |b| b.0);
+        let n = group.iter().map(|b| b.1.len() as u64).sum();
+        let result = group.iter().try_for_each(|b| self.wal.append_all(&b.1));
         if BUG_ACK_BEFORE_SYNC && result.is_ok() {
             let _ = self.durable.send(Durable {
                 token: top,
                 syncs: self.syncs,
                 failed: None,
+                alarm: None,
             });
         }
         (top, n, result)
     }
 
-    /// Publishes a group commit's outcome; `true`: stop (a failed write or
-    /// sync is fail-stop, or nobody listens any more).
-    fn publish(&mut self, top: u64, n: u64, result: std::io::Result<()>, took: Duration) -> bool {
+    /// Publishes a group commit's outcome: `Stop` (a failed write or sync
+    /// that no retry clears, or nobody listens any more), `Retry` (the
+    /// alarm is raised, the group is kept), or `Done`.
+    fn publish(&mut self, top: u64, n: u64, result: std::io::Result<()>, took: Duration) -> Next {
+        if let Err(e) = &result {
+            if retryable(e) {
+                let alarm = format!("write-ahead log: {e}");
+                let previous = self.durable.borrow().clone();
+                if previous.alarm.as_deref() != Some(&alarm) {
+                    tracing::warn!(error = %e, "storage alarm: the log cannot write; writes are refused, retrying every {} ms", RETRY.as_millis());
+                }
+                let receivers = self.durable.send(Durable {
+                    alarm: Some(alarm),
+                    ..previous
+                });
+                return if receivers.is_err() {
+                    Next::Stop
+                } else {
+                    Next::Retry
+                };
+            }
+        }
+        if result.is_ok() && self.durable.borrow().alarm.is_some() {
+            tracing::info!("storage alarm disarmed: the log writes again");
+        }
         self.syncs += 1;
         let meter = &self.meter;
         meter.records.fetch_add(n, Ordering::Relaxed);
@@ -201,14 +241,32 @@ impl Committer {
             token: top,
             syncs: self.syncs,
             failed,
+            alarm: None,
         });
-        stop || receivers.is_err()
+        if stop || receivers.is_err() {
+            Next::Stop
+        } else {
+            Next::Done
+        }
     }
+}
+
+enum Next {
+    Done,
+    Retry,
+    Stop,
 }
 
 fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
     let mut last_sync: Option<Instant> = None;
-    while let Ok(first) = rx.recv() {
+    let mut group: Vec<Batch> = Vec::new();
+    loop {
+        if group.is_empty() {
+            match rx.recv() {
+                Ok(first) => group.push(first),
+                Err(_) => return,
+            }
+        }
         // At most one sync per `interval`: what arrives while waiting joins
         // this group commit.
         if let Some(wait) =
@@ -218,7 +276,7 @@ fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
         }
         let started = Instant::now();
         last_sync = Some(started);
-        let (top, n, result) = c.write(first, || rx.try_recv().ok());
+        let (top, n, result) = c.write(&mut group, || rx.try_recv().ok());
         let written = started.elapsed();
         let result = result.and_then(|_| c.wal.sync());
         if started.elapsed() > SLOW {
@@ -228,8 +286,10 @@ fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
                 "slow group commit"
             );
         }
-        if c.publish(top, n, result, started.elapsed()) {
-            return;
+        match c.publish(top, n, result, started.elapsed()) {
+            Next::Done => group.clear(),
+            Next::Retry => std::thread::sleep(RETRY),
+            Next::Stop => return,
         }
     }
 }
@@ -242,17 +302,26 @@ async fn wal_task(
     interval: Duration,
 ) {
     let mut last_sync: Option<tokio::time::Instant> = None;
-    while let Some(first) = rx.recv().await {
+    let mut group: Vec<Batch> = Vec::new();
+    loop {
+        if group.is_empty() {
+            match rx.recv().await {
+                Some(first) => group.push(first),
+                None => return,
+            }
+        }
         if let Some(t) = last_sync {
             tokio::time::sleep_until(t + interval).await;
         }
         let started = tokio::time::Instant::now();
         last_sync = Some(started);
-        let (top, n, result) = c.write(first, || rx.try_recv().ok());
+        let (top, n, result) = c.write(&mut group, || rx.try_recv().ok());
         tokio::time::sleep(SIM_SYNC_LATENCY).await;
         let result = result.and_then(|_| c.wal.sync());
-        if c.publish(top, n, result, started.elapsed()) {
-            return;
+        match c.publish(top, n, result, started.elapsed()) {
+            Next::Done => group.clear(),
+            Next::Retry => tokio::time::sleep(RETRY).await,
+            Next::Stop => return,
         }
     }
 }
@@ -303,7 +372,8 @@ mod tests {
             Durable {
                 token: 1,
                 syncs: 1,
-                failed: None
+                failed: None,
+                alarm: None
             }
         );
         gc.persist(2, vec![accept(2)]);
@@ -313,7 +383,8 @@ mod tests {
             Durable {
                 token: 3,
                 syncs: 2,
-                failed: None
+                failed: None,
+                alarm: None
             },
             "one group commit for both"
         );

@@ -28,6 +28,7 @@ mod gc;
 #[path = "gc_madsim.rs"]
 mod gc;
 mod group_commit;
+mod idle;
 mod peers;
 mod protocol_loop;
 mod routes;
@@ -210,6 +211,7 @@ pub async fn run(opts: NodeOptions) -> Result<()> {
         gc,
         collect: false,
         role: None,
+        storage_alarm: None,
     };
     lp.run(events_rx, durable, shutdown).await
 }

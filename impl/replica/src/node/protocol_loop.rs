@@ -43,6 +43,8 @@ pub struct ProtocolLoop {
     pub collect: bool,
     /// The role, ballot and leader last logged (`log_role_change`).
     pub role: Option<(Role, Ballot, Option<ReplicaId>)>,
+    /// The log's error while its storage alarm is on (`kv status`).
+    pub storage_alarm: Option<String>,
 }
 
 impl ProtocolLoop {
@@ -115,6 +117,10 @@ impl ProtocolLoop {
                     if changed.is_err() {
                         anyhow::bail!("the write-ahead-log thread stopped");
                     }
+                    if d.alarm.is_some() != self.replica.storage_full() {
+                        self.handle(Input::StorageAlarm { full: d.alarm.is_some() }, &mut out);
+                    }
+                    self.storage_alarm = d.alarm;
                     self.handle(Input::Persisted { token: d.token }, &mut out);
                 }
                 _ = sleep => {
@@ -245,10 +251,9 @@ impl ProtocolLoop {
                 if let Some(m) = self.meter.as_mut() {
                     m.status();
                 }
-                let _ = reply.send(status(
-                    &self.replica,
-                    self.gc.as_ref().map(GcDriver::status),
-                ));
+                let mut st = status(&self.replica, self.gc.as_ref().map(GcDriver::status));
+                st.storage_alarm = self.storage_alarm.clone();
+                let _ = reply.send(st);
             }
         }
     }

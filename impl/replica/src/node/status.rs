@@ -18,6 +18,7 @@ pub fn status(r: &Replica, gc: Option<GcStatus>) -> StatusInfo {
         gc,
         sessions: r.state_machine().sessions.len() as u64,
         applied_updates: r.applied_updates(),
+        storage_alarm: None,
     }
 }
 

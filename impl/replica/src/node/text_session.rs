@@ -5,6 +5,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Event, Events};
+use super::idle::{self, Activity};
 use crate::platform::net::{OwnedReadHalf, OwnedWriteHalf};
 use crate::text::{self, Command, Line};
 use crate::wire::ClientResponse;
@@ -36,6 +37,8 @@ pub async fn serve(
     events: Events,
     client: ClientId,
     max_line: usize,
+    limit: std::time::Duration,
+    act: &Activity,
 ) -> std::io::Result<()> {
     let (tx, mut rx) = mpsc::channel::<ClientResponse>(1);
     let nonce = client;
@@ -44,8 +47,13 @@ pub async fn serve(
     let mut line = Vec::new();
     let mut out = Vec::new();
     loop {
-        match text::read_line(&mut r, max_line, &mut line).await? {
-            Line::Request => {}
+        // Idle until a line begins (the port's watchdog bounds that); then
+        // the whole line within the request timeout.
+        if !idle::request_begins(&mut r).await? {
+            return Ok(());
+        }
+        match idle::within(limit, text::read_line(&mut r, max_line, &mut line)).await? {
+            Line::Request => act.touch(),
             Line::End => return Ok(()),
             Line::TooLong => {
                 tracing::warn!(max_line, "client line over the limit; closing");
@@ -88,13 +96,13 @@ pub async fn serve(
                                 seq = 0;
                                 id
                             }
-                            // Not registered (not the leader, busy, no
-                            // outcome in time): the operation was not
-                            // sent, so the line may be sent again.
+                            // Not registered (not the leader, busy, the
+                            // disk full, no outcome in time): the operation
+                            // was not sent, so the line may be sent again.
                             Some(
                                 resp @ (ClientResponse::Redirect { .. }
                                 | ClientResponse::Reply {
-                                    reply: Reply::Redirect { .. },
+                                    reply: Reply::Redirect { .. } | Reply::StorageFull,
                                     ..
                                 }),
                             ) => {

@@ -110,6 +110,13 @@ struct Sealed {
     end: u64,
 }
 
+/// A sealed segment's tail not yet synced, with its bytes (see `cur_pending`).
+struct Unsynced {
+    file: File,
+    at: u64,
+    bytes: Vec<u8>,
+}
+
 /// The segment being written.
 struct Current {
     seq: u64,
@@ -129,7 +136,16 @@ pub struct Wal {
     snapshot_durable: Arc<AtomicU64>,
     cur: Current,
     /// Sealed since the last sync: their tails still need an fdatasync.
-    unsynced: Vec<File>,
+    unsynced: Vec<Unsynced>,
+    /// Bytes of the current segment written since its last sync, from
+    /// `cur_synced` on: kept until a sync succeeds, because after a failed
+    /// fsync the kernel may have marked their pages clean without writing
+    /// them, so a retry must write them again (`resync`).
+    cur_pending: Vec<u8>,
+    cur_synced: u64,
+    /// A write or sync failed since the last successful sync: the next
+    /// sync rewrites every unsynced byte before it syncs.
+    resync: bool,
     sealed: Vec<Sealed>,
     /// Preallocated segments, in sequence order, from the preparer; and
     /// where retired segments go.
@@ -280,6 +296,9 @@ impl Wal {
                 header: 0,
             },
             unsynced: Vec::new(),
+            cur_pending: Vec::new(),
+            cur_synced: 0,
+            resync: false,
             sealed,
             spares,
             spare_requested: false,
@@ -308,16 +327,24 @@ impl Wal {
 
     /// Buffers records; they are durable after the next [`Wal::sync`].
     pub fn append(&mut self, records: Vec<Record>) -> std::io::Result<()> {
+        self.append_all(&records)
+    }
+
+    /// [`Wal::append`] by reference. After a failed append or sync the
+    /// caller appends the same records again (then syncs): a record may
+    /// then be in the log twice, harmless because replay applies records in
+    /// order and the copies are consecutive in that order.
+    pub fn append_all(&mut self, records: &[Record]) -> std::io::Result<()> {
         for rec in records {
-            match &rec {
+            match rec {
                 Record::Snapshot { .. } => {
-                    self.snapshots.put(rec);
+                    self.snapshots.put(rec.clone());
                     continue;
                 }
                 Record::Ballot(b) => self.ballot = self.ballot.max(*b),
                 Record::Accept { slot, .. } => self.cur.max_slot = self.cur.max_slot.max(*slot),
             }
-            self.write_record(&rec)?;
+            self.write_record(rec)?;
         }
         Ok(())
     }
@@ -356,7 +383,13 @@ impl Wal {
         if self.buf.is_empty() {
             return Ok(());
         }
-        self.cur.file.write_all_at(&self.buf, self.cur.off)?;
+        if let Err(e) = self.cur.file.write_all_at(&self.buf, self.cur.off) {
+            self.resync = true;
+            return Err(e);
+        }
+        if self.fsync {
+            self.cur_pending.extend_from_slice(&self.buf);
+        }
         self.cur.off += self.buf.len() as u64;
         self.size += self.buf.len() as u64;
         self.buf.clear();
@@ -369,8 +402,11 @@ impl Wal {
         if !self.spare_requested {
             self.spares.send(Prep::Spare);
         }
-        let (seq, file) = self.spares.recv()?;
+        // Asked for either way: a failed preparation (a full disk) is asked
+        // again on the next attempt.
+        let spare = self.spares.recv();
         self.spare_requested = false;
+        let (seq, file) = spare?;
         let old = std::mem::replace(
             &mut self.cur,
             Current {
@@ -387,7 +423,12 @@ impl Wal {
             seq: old.seq,
             end: old.off,
         });
-        self.unsynced.push(old.file);
+        self.unsynced.push(Unsynced {
+            file: old.file,
+            at: self.cur_synced,
+            bytes: std::mem::take(&mut self.cur_pending),
+        });
+        self.cur_synced = 0;
         let ballot = self.ballot;
         if ballot > Ballot::ZERO {
             self.write_record(&Record::Ballot(ballot))?;
@@ -400,16 +441,38 @@ impl Wal {
     pub fn sync(&mut self) -> std::io::Result<()> {
         self.flush_buf()?;
         if self.fsync {
-            for f in self.unsynced.drain(..) {
-                f.sync_data()?;
+            if let Err(e) = self.sync_files() {
+                self.resync = true;
+                return Err(e);
             }
-            self.cur.file.sync_data()?;
+            self.resync = false;
         } else {
             self.unsynced.clear();
         }
+        self.cur_pending.clear();
+        self.cur_synced = self.cur.off;
         self.retire();
         self.mark();
         Ok(())
+    }
+
+    /// Syncs the sealed tails, then the current segment; after a failure
+    /// writes their bytes again first. A tail leaves the list only once
+    /// synced.
+    fn sync_files(&mut self) -> std::io::Result<()> {
+        while let Some(u) = self.unsynced.first() {
+            if self.resync {
+                u.file.write_all_at(&u.bytes, u.at)?;
+            }
+            u.file.sync_data()?;
+            self.unsynced.remove(0);
+        }
+        if self.resync {
+            self.cur
+                .file
+                .write_all_at(&self.cur_pending, self.cur_synced)?;
+        }
+        self.cur.file.sync_data()
     }
 
     /// Hands the marker how far each segment still needed is synced: the

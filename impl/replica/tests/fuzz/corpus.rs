@@ -193,6 +193,11 @@ pub fn responses() -> Vec<ClientResponse> {
         gc: None,
         sessions: 2,
         applied_updates: 30,
+        storage_alarm: None,
+    };
+    let full = StatusInfo {
+        storage_alarm: Some("write-ahead log: No space left on device (os error 28)".into()),
+        ..status.clone()
     };
     let collecting = StatusInfo {
         gc: Some(GcStatus {
@@ -215,6 +220,12 @@ pub fn responses() -> Vec<ClientResponse> {
         ..status.clone()
     };
     vec![
+        ClientResponse::Status(full),
+        ClientResponse::Reply {
+            client: 1,
+            seq: 4,
+            reply: Reply::StorageFull,
+        },
         ClientResponse::Reply {
             client: 1,
             seq: 2,

@@ -60,6 +60,7 @@ enum BugArg {
     StaleSessionsOnInstall,
     FailedCasWrites,
     RegisteredNoExpiry,
+    HandoffPromiseNotAdopted,
 }
 
 impl From<BugArg> for Bug {
@@ -78,6 +79,7 @@ impl From<BugArg> for Bug {
             BugArg::StaleSessionsOnInstall => Bug::StaleSessionsOnInstall,
             BugArg::FailedCasWrites => Bug::FailedCasWrites,
             BugArg::RegisteredNoExpiry => Bug::RegisteredNoExpiry,
+            BugArg::HandoffPromiseNotAdopted => Bug::HandoffPromiseNotAdopted,
         }
     }
 }
@@ -130,6 +132,9 @@ enum Cmd {
         /// and commit_on_accept.
         #[arg(long)]
         fast_handoff: bool,
+        /// Config::gc_grant_after_grace (as `swarm --grant-after-grace`).
+        #[arg(long)]
+        grant_after_grace: bool,
     },
     /// Run one seed and print its full trace (ndjson) on stdout.
     Replay {
@@ -220,8 +225,10 @@ fn main() -> Result<()> {
             session_limit,
             clients,
             fast_handoff,
+            grant_after_grace,
         } => {
             let mut s = scenario(&name, seed)?;
+            s.gc_grant_after_grace |= grant_after_grace;
             s.pre_vote |= pre_vote;
             if fast_handoff {
                 s.gc_handoff_promise = true;
