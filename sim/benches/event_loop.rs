@@ -4,6 +4,10 @@
 //! `cargo bench -p stutter-sim --bench event_loop`; docs/simulator.md
 //! ("Speed and CI") has the figures and how to read them.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use stutter_sim::queue::Queue;
 use stutter_sim::scenario::Scenario;
@@ -53,11 +57,9 @@ fn queue(c: &mut Criterion) {
 }
 
 /// Whole runs of `sim bench`'s scenario: 10 virtual seconds, 3 replicas,
-/// 2,000 ops/s, memory-pressure pauses, every checker, legacy clients (as
-/// `sim bench`: the figures before registration became the default stay
-/// comparable).
+/// 2,000 ops/s, memory-pressure pauses, every checker.
 fn runs(c: &mut Criterion) {
-    let s = Scenario::parse("gc-memory-pressure+legacy-clients", 1).expect("preset");
+    let s = Scenario::named("gc-memory-pressure").expect("preset");
     let events = stutter_sim::run(s.clone(), 1).events;
     let mut g = c.benchmark_group("run");
     g.sample_size(10);

@@ -6,20 +6,16 @@
 //! mixes of get, put and cas over keys drawn from a zipfian distribution,
 //! with unique written values; a request is retried with the same
 //! `(client, seq)` after a redirect (to the named leader), a busy answer or
-//! a timeout (to the next replica). Once an attempt timed out (its outcome
-//! is uncertain), every later attempt of that `(client, seq)` is flagged a
-//! retry (`Request::retry`); a redirect or a busy answer says nothing was
-//! proposed and leaves the flag as it is. A client whose session expired (the
+//! a timeout (to the next replica). A client whose session expired (the
 //! table is bounded, `Config::session_limit`) records the operation as of
 //! unknown outcome and continues under a new client id, numbering from 1.
 //!
-//! By default a client registers, as the real client library does: the log
-//! assigns its id. Before its first operation, and again after its session
-//! expired, it sends `Op::Register` under a nonce (the id it would
-//! otherwise have used), resent as any request is, and takes the id of the
-//! first `Registered` answer it gets (a resend that also executed wastes an
-//! id). Legacy clients (`Scenario::legacy_clients`, `sim run/swarm
-//! --legacy-clients`) use those ids below 2^63 directly.
+//! A client registers, as the real client library does: the log assigns
+//! its id. Before its first operation, and again after its session
+//! expired, it sends `Op::Register` under a nonce (below 2^63: `c + 1 + g
+//! × clients` for client `c`'s `g`-th id), resent as any request is, and
+//! takes the id of the first `Registered` answer it gets (a resend that
+//! also executed wastes an id).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -43,22 +39,15 @@ pub enum ClientEvent {
     /// The next intended start of client `c`.
     Tick { c: usize, at: Time },
     /// The request of history operation `op` (`Clients::requests`)
-    /// reaches replica `r` at `at`, flagged a retry or not. (The request
-    /// itself is copied when it arrives: an index keeps the world's events
-    /// small.)
-    Arrive {
-        r: ReplicaId,
-        op: usize,
-        retry: bool,
-        at: Time,
-    },
+    /// reaches replica `r` at `at`. (The request itself is copied when it
+    /// arrives: an index keeps the world's events small.)
+    Arrive { r: ReplicaId, op: usize, at: Time },
     /// Client `c`'s timeout entry (one per client, moved to the latest).
     Timeout { c: usize, at: Time },
     /// A `Register` under `nonce` reaches replica `r` at `at`.
     Register {
         r: ReplicaId,
         nonce: ClientId,
-        retry: bool,
         at: Time,
     },
 }
@@ -70,12 +59,6 @@ struct Client {
     /// Index in the history of the operation in flight.
     current: Option<usize>,
     attempt: u32,
-    /// The latest attempt was sent and has had no answer saying nothing
-    /// was proposed: it may execute.
-    in_doubt: bool,
-    /// Some earlier attempt of the operation in flight was in doubt when
-    /// the next was sent: every later one is flagged a retry.
-    retry: bool,
     /// Intended start times of operations not yet started (open loop).
     due: VecDeque<Time>,
     /// Intended start of the operation in flight.
@@ -87,12 +70,11 @@ struct Client {
     /// History index of each operation issued, in order.
     ops: Vec<usize>,
     /// Where each id's operations start in `ops`: id number `g` of client
-    /// `c` is `c + 1 + g × clients` (with registration: the nonce of the
-    /// `Register` that got it).
+    /// `c` is the one the `Register` under nonce `c + 1 + g × clients` got.
     generations: Vec<usize>,
-    /// With registration: a `Register` is in flight (under `id`, the nonce).
+    /// A `Register` is in flight (under `id`, the nonce).
     registering: bool,
-    /// With registration: `id` is the one the log assigned.
+    /// `id` is the one the log assigned.
     registered: bool,
 }
 
@@ -116,9 +98,6 @@ pub struct Clients {
     written: BTreeMap<u64, Vec<u64>>,
     zipf: Zipf,
     stop_issuing: Time,
-    /// Clients register before their first operation (unless
-    /// `Scenario::legacy_clients`).
-    register: bool,
     /// Assigned id ↦ (client index, id number).
     assigned: BTreeMap<ClientId, (usize, usize)>,
 }
@@ -137,8 +116,6 @@ impl Clients {
                 seq: 0,
                 current: None,
                 attempt: 0,
-                in_doubt: false,
-                retry: false,
                 due: VecDeque::new(),
                 intended: 0,
                 timeout: None,
@@ -166,7 +143,6 @@ impl Clients {
             written: BTreeMap::new(),
             zipf: Zipf::new(s.workload.keys, s.workload.zipf_theta),
             stop_issuing: s.duration,
-            register: !s.legacy_clients,
             assigned: BTreeMap::new(),
         }
     }
@@ -179,7 +155,8 @@ impl Clients {
         self.clients.is_empty()
     }
 
-    /// The client index and id number of a client id, if it is one of ours.
+    /// The client index and id number of a client id (assigned, or the
+    /// nonce of a `Register`), if it is one of ours.
     fn owner(&self, id: ClientId) -> Option<(usize, usize)> {
         if id >= REGISTERED_BASE {
             return self.assigned.get(&id).copied();
@@ -233,15 +210,13 @@ impl Clients {
             self.clients[c].due.clear();
             return;
         }
-        if self.register && !self.clients[c].registered {
+        if !self.clients[c].registered {
             // The operation waits (and is charged the wait) for an id.
             if !self.clients[c].registering && !self.clients[c].due.is_empty() {
                 let cl = &mut self.clients[c];
                 cl.registering = true;
                 cl.seq = 0;
                 cl.attempt = 0;
-                cl.in_doubt = false;
-                cl.retry = false;
                 self.send_current(c, now, rng, out);
             }
             return;
@@ -277,8 +252,6 @@ impl Clients {
         let cl = &mut self.clients[c];
         cl.seq += 1;
         cl.attempt = 0;
-        cl.in_doubt = false;
-        cl.retry = false;
         cl.intended = intended;
         let idx = self.history.len();
         cl.current = Some(idx);
@@ -346,18 +319,11 @@ impl Clients {
         }
         let cl = &mut self.clients[c];
         cl.attempt += 1;
-        cl.retry |= cl.in_doubt;
-        cl.in_doubt = true;
-        let (r, seq, attempt, retry, nonce) = (cl.target, cl.seq, cl.attempt, cl.retry, cl.id);
+        let (r, seq, attempt, nonce) = (cl.target, cl.seq, cl.attempt, cl.id);
         let at = now + self.delay(rng);
         out.push(match op {
-            Some(op) => ClientEvent::Arrive { r, op, retry, at },
-            None => ClientEvent::Register {
-                r,
-                nonce,
-                retry,
-                at,
-            },
+            Some(op) => ClientEvent::Arrive { r, op, at },
+            None => ClientEvent::Register { r, nonce, at },
         });
         self.set_timeout(c, now + self.client_timeout, seq, attempt, out);
     }
@@ -429,11 +395,6 @@ impl Clients {
         let Some(idx) = cl.current else { return };
         if cl.seq != seq || cl.id != client {
             return;
-        }
-        if reply.is_definite_rejection() {
-            // Nothing was proposed for the attempt it answers (the latest:
-            // had an earlier one been in doubt, the flag is set already).
-            self.clients[c].in_doubt = false;
         }
         match reply {
             Reply::Redirect { leader: Some(l) } if (l as usize) < self.n => {
@@ -552,9 +513,6 @@ impl Clients {
         rng: &mut Rng,
         out: &mut Vec<ClientEvent>,
     ) {
-        if reply.is_definite_rejection() {
-            self.clients[c].in_doubt = false;
-        }
         match reply {
             Reply::Registered { client } => {
                 let cl = &mut self.clients[c];

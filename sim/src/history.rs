@@ -90,8 +90,8 @@ fn events(ops: &[HistOp]) -> Vec<(Time, usize, bool)> {
 /// An operation's Jepsen process: its client id, a registered id
 /// `2^63 + k` as `k`. Readers of the exported histories take a process for
 /// a signed 64-bit integer (the campaigns' checker, `jepsen/internal/hist`,
-/// a Go `int`), which registered ids overflow; in one run every id is
-/// registered or every one legacy, so no two clients share a process.
+/// a Go `int`), which registered ids overflow. Every operation's client
+/// is an assigned id (clients register), so no two share a process.
 pub fn process(client: ClientId) -> u64 {
     client.checked_sub(REGISTERED_BASE).unwrap_or(client)
 }

@@ -1,4 +1,4 @@
 //! How trace events name a slot's value: `None` for a no-op, else the
-//! `(client, seq)` of each request of the batch, with its retry flag.
+//! `(client, seq)` of each request of the batch.
 
 pub type Ids = stutter_core::trace::ValueIds;

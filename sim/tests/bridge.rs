@@ -5,6 +5,10 @@
 //! pre-vote stops protecting the leader, and also if the scenario stops
 //! showing the problem without it.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use stutter_sim::scenario::Scenario;
 
 /// Elections won in the `bridge` scenario at `seed`, the run checked.

@@ -2,6 +2,10 @@
 //! allocation, every checker still passes, and the effects go the way the
 //! runtimes they model go.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use stutter_sim::memory::MemoryModel;
 use stutter_sim::scenario::{Scenario, SEC};
 

@@ -1,5 +1,9 @@
 //! Replays the regression corpus in traces/seeds.txt.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use stutter_sim::scenario::Scenario;
 
 #[test]

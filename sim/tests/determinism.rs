@@ -1,5 +1,9 @@
 //! The same seed gives the same run, event for event.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use stutter_sim::scenario::Scenario;
 
 #[test]

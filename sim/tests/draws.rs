@@ -4,6 +4,10 @@
 //! flags. Counts over seeds 0..2000 are printed (`--nocapture`) and
 //! bounded, and every mode must occur.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 
 use stutter_sim::scenario::Scenario;

@@ -64,7 +64,7 @@ pub fn register(
     damage: f64,
     refused: Refused,
     trace_dir: Option<&std::path::Path>,
-) -> ClusterConfig {
+) -> anyhow::Result<ClusterConfig> {
     let replicas = refused.borrow().len();
     let mut toml = String::new();
     for i in 0..replicas {
@@ -78,10 +78,8 @@ pub fn register(
     // Pre-vote on, the replica's default, traced runs included (the trace
     // spec reads its steps since issue 17).
     toml.push_str("[protocol]\ntrim_every = 40\ntrim_grace_ms = 200\npre_vote = true\n");
-    let cfg: ClusterConfig = match toml::from_str(&toml) {
-        Ok(c) => c,
-        Err(e) => panic!("the harness's own config does not parse: {e}"),
-    };
+    let cfg: ClusterConfig = toml::from_str(&toml)
+        .map_err(|e| anyhow::anyhow!("the harness's own config does not parse: {e}"))?;
     for i in 0..replicas {
         let cfg = cfg.clone();
         let refused = refused.clone();
@@ -129,7 +127,7 @@ pub fn register(
             }
         });
     }
-    cfg
+    Ok(cfg)
 }
 
 /// Flips one byte of one of replica `i`'s data files (segments and

@@ -130,7 +130,7 @@ pub fn run(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
         opts.damage,
         refused.clone(),
         opts.trace_dir.as_deref(),
-    );
+    )?;
     let history: Rc<RefCell<History>> = Rc::default();
     let finals: Rc<RefCell<Finals>> = Rc::default();
     let mut driver = faults::Driver::new(&plan, refused.clone());

@@ -48,13 +48,6 @@ struct RequestPosition {
     job: Option<Job>,
     /// When the current call of `job` was sent (its timeout runs from here).
     sent: Instant,
-    /// Framed: the current call was written and has had no answer that
-    /// says nothing was proposed (a redirect, busy): it may execute.
-    in_doubt: bool,
-    /// Framed: an earlier call of this `(client, seq)` was in doubt when
-    /// it was sent again, so every later call is flagged a retry (sticky
-    /// until the next job).
-    retry: bool,
 }
 
 /// One client connection of the pool, with up to `window` requests
@@ -140,8 +133,6 @@ impl Conn {
                 registered: false,
                 job: None,
                 sent: Instant::now(),
-                in_doubt: false,
-                retry: false,
             })
             .collect();
         Conn {
@@ -175,14 +166,12 @@ impl Conn {
 
     /// Queues the request of `pos`'s job (a new call, or a retry of the
     /// same `(client, seq)`) for the next flush.
-    fn send(&mut self, c: usize, pos: usize, ctx: &mut LoopCtx) {
+    fn send(&mut self, c: usize, pos: usize, ctx: &mut LoopCtx<'_>) {
         let Some(sl) = self.positions.get_mut(pos) else {
             return;
         };
         let Some(job) = &sl.job else { return };
         sl.sent = Instant::now();
-        sl.retry |= sl.in_doubt;
-        sl.in_doubt = true;
         let encoded = match ctx.protocol {
             Protocol::Text => {
                 crate::text_target::encode_request(&job.op, &mut self.wbuf);
@@ -190,15 +179,11 @@ impl Conn {
                 Ok(())
             }
             Protocol::Framed if !sl.registered => {
-                crate::framed_target::encode_register(sl.client, sl.retry, &mut self.wbuf)
+                crate::framed_target::encode_register(sl.client, &mut self.wbuf)
             }
-            Protocol::Framed => crate::framed_target::encode_request(
-                sl.client,
-                sl.seq,
-                &job.op,
-                sl.retry,
-                &mut self.wbuf,
-            ),
+            Protocol::Framed => {
+                crate::framed_target::encode_request(sl.client, sl.seq, &job.op, &mut self.wbuf)
+            }
         };
         match encoded {
             Ok(()) => ctx.mark_dirty(c, self),
@@ -212,7 +197,7 @@ impl Conn {
     }
 
     /// Starts a new job on a free position.
-    pub fn start(&mut self, c: usize, pos: usize, job: Job, ctx: &mut LoopCtx) {
+    pub fn start(&mut self, c: usize, pos: usize, job: Job, ctx: &mut LoopCtx<'_>) {
         let Some(sl) = self.positions.get_mut(pos) else {
             return;
         };
@@ -229,15 +214,13 @@ impl Conn {
             sl.seq += 1;
         }
         sl.job = Some(job);
-        sl.in_doubt = false;
-        sl.retry = false;
         self.in_flight += 1;
         ctx.busy += 1;
         self.send(c, pos, ctx);
     }
 
     /// Writes what is queued, connecting first if needed.
-    pub fn flush(&mut self, c: usize, ctx: &mut LoopCtx) {
+    pub fn flush(&mut self, c: usize, ctx: &mut LoopCtx<'_>) {
         use std::io::Write;
         self.dirty = false;
         if self.stream.is_none() {
@@ -297,15 +280,7 @@ impl Conn {
     /// Drops the connection, moves to replica `to` (or the next one) and
     /// re-sends every request in flight there, each charged one try; a job
     /// out of tries ends with `why`. After a redirect or a failure.
-    pub fn reset(&mut self, c: usize, to: Option<usize>, why: CallError, ctx: &mut LoopCtx) {
-        if !self.connected {
-            // Nothing reached a replica on a connection that never
-            // connected: its calls are not in doubt (earlier ones that
-            // were are already in `retry`).
-            for p in &mut self.positions {
-                p.in_doubt = false;
-            }
-        }
+    pub fn reset(&mut self, c: usize, to: Option<usize>, why: CallError, ctx: &mut LoopCtx<'_>) {
         self.stream = None;
         self.connected = false;
         self.wbuf.clear();
@@ -349,7 +324,7 @@ impl Conn {
 
     /// Handles readiness: finishes connecting, writes, reads and handles
     /// every complete reply.
-    pub fn on_ready(&mut self, c: usize, scratch: &mut [u8], ctx: &mut LoopCtx) {
+    pub fn on_ready(&mut self, c: usize, scratch: &mut [u8], ctx: &mut LoopCtx<'_>) {
         use std::io::Read;
         let Some(s) = self.stream.as_mut() else {
             return;
@@ -420,13 +395,13 @@ impl Conn {
 
     /// A bad reply: counted as a wrong answer, and the connection, out of
     /// step, is replaced (its requests are re-sent).
-    fn out_of_step(&mut self, c: usize, what: String, ctx: &mut LoopCtx) {
+    fn out_of_step(&mut self, c: usize, what: String, ctx: &mut LoopCtx<'_>) {
         ctx.tally.wrong(what.clone());
         self.reset(c, Some(self.replica), CallError::Unexpected(what), ctx);
     }
 
     /// Text replies: one line per request, in request order.
-    fn text_replies(&mut self, c: usize, ctx: &mut LoopCtx) {
+    fn text_replies(&mut self, c: usize, ctx: &mut LoopCtx<'_>) {
         while let Some(nl) = self.rbuf[self.rpos..].iter().position(|b| *b == b'\n') {
             let mut line = self.rpos..self.rpos + nl;
             self.rpos += nl + 1;
@@ -457,7 +432,7 @@ impl Conn {
     }
 
     /// Framed replies: each names its `(client, seq)`.
-    fn framed_replies(&mut self, c: usize, ctx: &mut LoopCtx) {
+    fn framed_replies(&mut self, c: usize, ctx: &mut LoopCtx<'_>) {
         use crate::framed_target::{next_frame, parse_frame, Event};
         loop {
             let (body, next) = match next_frame(&self.rbuf, self.rpos) {
@@ -487,9 +462,6 @@ impl Conn {
                         // Busy (nothing was proposed) or outcome unknown:
                         // send the same (client, seq) again.
                         Err(e @ (CallError::NotLeader | CallError::Io(_))) => {
-                            if matches!(e, CallError::NotLeader) {
-                                self.positions[pos].in_doubt = false;
-                            }
                             if let Some(job) = self.positions[pos].job.as_mut() {
                                 job.tries += 1;
                                 if job.tries < MAX_TRIES {
@@ -533,20 +505,9 @@ impl Conn {
                     sl.client = id;
                     sl.seq = 1;
                     sl.registered = true;
-                    sl.in_doubt = false;
-                    sl.retry = false;
                     self.send(c, pos, ctx);
                 }
-                Event::Redirect { addr, of } => {
-                    // Nothing was proposed for the request it answers; the
-                    // others in flight on this connection are in doubt.
-                    if let Some(p) = self
-                        .positions
-                        .iter_mut()
-                        .find(|p| (p.client, p.seq) == of && p.job.is_some())
-                    {
-                        p.in_doubt = false;
-                    }
+                Event::Redirect { addr } => {
                     let to = addr
                         .and_then(|a| a.parse::<SocketAddr>().ok())
                         .and_then(|a| ctx.addrs.iter().position(|x| *x == a));

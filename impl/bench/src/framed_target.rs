@@ -16,13 +16,12 @@ use stutter_replica::wire::{self, ClientRequest, ClientResponse};
 use crate::text_target::{Answer, CallError};
 use crate::workload::Op;
 
-/// Appends the frame of request `(client, seq)` for `op`; `retry`: an
-/// earlier attempt of it may have executed (`stutter_core::Request::retry`).
+/// Appends the frame of request `(client, seq)` for `op` (a resend after
+/// an uncertain attempt is the same frame).
 pub fn encode_request(
     client: ClientId,
     seq: Seq,
     op: &Op,
-    retry: bool,
     buf: &mut Vec<u8>,
 ) -> Result<(), CallError> {
     let op = match op {
@@ -34,24 +33,18 @@ pub fn encode_request(
             value: value.clone().into(),
         },
     };
-    let frame = wire::encode(&ClientRequest::Op {
-        client,
-        seq,
-        op,
-        retry,
-    })
-    .map_err(|e| CallError::Io(format!("encode: {e}")))?;
+    let frame = wire::encode(&ClientRequest::Op { client, seq, op })
+        .map_err(|e| CallError::Io(format!("encode: {e}")))?;
     buf.extend_from_slice(&frame);
     Ok(())
 }
 
-/// Appends the frame of a registration under `nonce`, flagged a retry or not.
-pub fn encode_register(nonce: ClientId, retry: bool, buf: &mut Vec<u8>) -> Result<(), CallError> {
+/// Appends the frame of a registration under `nonce`.
+pub fn encode_register(nonce: ClientId, buf: &mut Vec<u8>) -> Result<(), CallError> {
     let frame = wire::encode(&ClientRequest::Op {
         client: nonce,
         seq: 0,
         op: CoreOp::Register,
-        retry,
     })
     .map_err(|e| CallError::Io(format!("encode: {e}")))?;
     buf.extend_from_slice(&frame);
@@ -71,12 +64,8 @@ pub enum Event {
     /// The registration under `nonce` assigned `id`.
     Registered { nonce: ClientId, id: ClientId },
     /// The replica is not the leader; `addr` is the leader's client address
-    /// if it knows one. Nothing was proposed for `of`, the request it
-    /// answers.
-    Redirect {
-        addr: Option<String>,
-        of: (ClientId, Seq),
-    },
+    /// if it knows one. Nothing was proposed for the request it answers.
+    Redirect { addr: Option<String> },
     /// A reply that no request of this protocol can get.
     Unexpected(String),
 }
@@ -96,12 +85,7 @@ pub fn parse_frame(body: &[u8]) -> Event {
                 // The leader's queue is full or it lost its leadership:
                 // nothing was proposed, the same request may be sent again.
                 Reply::Busy => Err(CallError::NotLeader),
-                Reply::Redirect { .. } => {
-                    return Event::Redirect {
-                        addr: None,
-                        of: (client, seq),
-                    }
-                }
+                Reply::Redirect { .. } => return Event::Redirect { addr: None },
                 // The session expired (bounded session table): the outcome
                 // is unknown, and the client id must not be used again.
                 Reply::SessionExpired => Err(CallError::SessionExpired),
@@ -118,12 +102,7 @@ pub fn parse_frame(body: &[u8]) -> Event {
                 result,
             }
         }
-        Ok(ClientResponse::Redirect {
-            addr, client, seq, ..
-        }) => Event::Redirect {
-            addr,
-            of: (client, seq),
-        },
+        Ok(ClientResponse::Redirect { addr, .. }) => Event::Redirect { addr },
         // The replica gave up waiting for the outcome: send it again
         // (executed at most once).
         Ok(ClientResponse::Unknown { client, seq }) => Event::Reply {
@@ -178,11 +157,10 @@ mod tests {
                 key: b"k".to_vec(),
                 value: b"v".to_vec(),
             },
-            false,
             &mut buf,
         )
         .unwrap();
-        encode_request(8, 1, &Op::Read { key: b"k".to_vec() }, true, &mut buf).unwrap();
+        encode_request(8, 1, &Op::Read { key: b"k".to_vec() }, &mut buf).unwrap();
         let (body, next) = next_frame(&buf, 0).unwrap().unwrap();
         let req: ClientRequest = wire::decode(&buf[body]).unwrap();
         assert_eq!(
@@ -194,7 +172,6 @@ mod tests {
                     key: "k".into(),
                     value: "v".into()
                 },
-                retry: false
             }
         );
         let (body, end) = next_frame(&buf, next).unwrap().unwrap();
@@ -206,7 +183,6 @@ mod tests {
                 client: 8,
                 seq: 1,
                 op: CoreOp::Get { key: "k".into() },
-                retry: true
             }
         );
     }
@@ -277,13 +253,13 @@ mod tests {
             leader: Some(1),
             addr: Some("x:1".into()),
         });
-        assert!(matches!(redirect, Event::Redirect { addr: Some(a), .. } if a == "x:1"));
+        assert!(matches!(redirect, Event::Redirect { addr: Some(a) } if a == "x:1"));
         let in_core = parse(ClientResponse::Reply {
             client: 4,
             seq: 9,
             reply: Reply::Redirect { leader: None },
         });
-        assert!(matches!(in_core, Event::Redirect { addr: None, .. }));
+        assert!(matches!(in_core, Event::Redirect { addr: None }));
         let unknown = parse(ClientResponse::Unknown { client: 4, seq: 9 });
         assert!(matches!(
             unknown,
@@ -306,7 +282,7 @@ mod tests {
         });
         assert!(matches!(registered, Event::Registered { nonce: 4, id: i } if i == id));
         let mut buf = Vec::new();
-        encode_register(4, true, &mut buf).unwrap();
+        encode_register(4, &mut buf).unwrap();
         let (body, _) = next_frame(&buf, 0).unwrap().unwrap();
         let req: ClientRequest = wire::decode(&buf[body]).unwrap();
         assert_eq!(
@@ -315,7 +291,6 @@ mod tests {
                 client: 4,
                 seq: 0,
                 op: CoreOp::Register,
-                retry: true
             }
         );
     }

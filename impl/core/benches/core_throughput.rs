@@ -10,11 +10,17 @@ use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stutter_core::*;
 
+/// Clients of the load, registered before it.
+const CLIENTS: u64 = 64;
+
 struct Trio {
     replicas: Vec<Replica>,
     now: Time,
     queue: VecDeque<(ReplicaId, Input)>,
+    /// Replies other than `Registered`.
     replies: usize,
+    /// Replies that executed a request (`Done`).
+    done: usize,
 }
 
 impl Trio {
@@ -28,6 +34,7 @@ impl Trio {
             now: 0,
             queue: VecDeque::new(),
             replies: 0,
+            done: 0,
         };
         for id in 0..3u8 {
             let rng = Box::new(Xoshiro256PlusPlus::seed_from_u64(id as u64));
@@ -41,6 +48,12 @@ impl Trio {
         t.queue.push_back((0, Input::Timer(Timer::Election)));
         t.drain();
         assert_eq!(t.replicas[0].role(), Role::Leader);
+        for nonce in 1..=CLIENTS {
+            t.queue
+                .push_back((0, Input::Request(Request::register(nonce))));
+        }
+        t.drain();
+        (t.replies, t.done) = (0, 0);
         t
     }
 
@@ -56,7 +69,10 @@ impl Trio {
                     Output::Persist { token, .. } => {
                         self.queue.push_back((id, Input::Persisted { token }))
                     }
-                    Output::Reply { .. } => self.replies += 1,
+                    Output::Reply { reply, .. } => {
+                        self.replies += usize::from(!matches!(reply, Reply::Registered { .. }));
+                        self.done += usize::from(reply == Reply::Done);
+                    }
                     Output::SetTimer { .. } | Output::Collect { .. } | Output::Trace(_) => {}
                 }
             }
@@ -75,20 +91,20 @@ fn bench(c: &mut Criterion) {
                 |mut t| {
                     for i in 0..N {
                         let req = Request::new(
-                            i % 64 + 1,
-                            i / 64 + 1,
+                            REGISTERED_BASE + i % CLIENTS,
+                            i / CLIENTS + 1,
                             Op::Put {
                                 key: format!("user{:019}", i % 1000).into(),
                                 value: bytes::Bytes::from(vec![b'x'; 500]),
                             },
                         );
                         t.queue.push_back((0, Input::Request(req)));
-                        if i % 64 == 63 {
+                        if i % CLIENTS == CLIENTS - 1 {
                             t.drain();
                         }
                     }
                     t.drain();
-                    assert_eq!(t.replies as u64, N);
+                    assert_eq!((t.replies as u64, t.done as u64), (N, N));
                 },
                 BatchSize::LargeInput,
             )

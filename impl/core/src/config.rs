@@ -92,27 +92,12 @@ pub struct Config {
     /// and send `Prepare`. Off: the timer raises the ballot at once. A
     /// leadership hand-off (`TimeoutNow`) never pre-votes.
     pub pre_vote: bool,
-    /// At most this many client sessions (`sessions.rs`): executing the
-    /// first request of a new client beyond it evicts the least recently
-    /// executed session. Part of the replicated state machine: it must be
-    /// the same on every replica of a cluster. `usize::MAX`: unbounded.
+    /// At most this many client sessions (`sessions.rs`): executing a
+    /// `Register` beyond it evicts the least recently executed session,
+    /// whose client is then expired. Part of the replicated state
+    /// machine: it must be the same on every replica of a cluster.
+    /// `usize::MAX`: unbounded.
     pub session_limit: usize,
-    /// Client ids of evicted sessions kept (8 bytes each) to answer their
-    /// requests "session expired"; 0: 4 × `session_limit`. The same on
-    /// every replica. The larger, the longer a client may stay idle, or
-    /// keep resending a first request, before it is expired rather than
-    /// served (`sessions.rs`).
-    pub session_tombstones: usize,
-    /// Serve only clients whose id the log assigned (`Op::Register`, ids
-    /// from `REGISTERED_BASE` up): a request of any other id but a
-    /// `Register` or a read is answered `UnknownClient` where it enters
-    /// and never proposed; such a read is served without a session,
-    /// never through the log. Registered ids need no assumption on message delays for
-    /// at-most-once execution; legacy ids (tombstones and the retry flag)
-    /// do (docs/protocol.md, "Session expiry"). On in the real replica,
-    /// whose clients all register; off by default, so that the
-    /// simulator's legacy clients run as before.
-    pub registered_clients_only: bool,
     /// Run [`crate::Replica::check_invariants`] after every step (always
     /// on in debug builds; the simulator turns it on in release builds).
     pub check_invariants: bool,
@@ -148,12 +133,9 @@ impl Default for Config {
             gc_handoff_eager: false,
             commit_on_accept: false,
             pre_vote: true,
-            // Bounded (docs/protocol.md, "Session expiry"): 100,000
-            // sessions and 400,000 tombstones (3.2 MB of ids). The
-            // simulator sets its own (unbounded unless a scenario bounds it).
+            // Bounded (docs/protocol.md, "Session expiry"). The simulator
+            // sets its own (unbounded unless a scenario bounds it).
             session_limit: 100_000,
-            session_tombstones: 0,
-            registered_clients_only: false,
             check_invariants: false,
             #[cfg(feature = "injected-bugs")]
             injected_bug: None,
@@ -211,16 +193,10 @@ pub enum Bug {
     /// writes its new value all the same. Every replica executes it alike,
     /// so only a model written apart from `Snapshot::execute` tells.
     FailedCasWrites,
-    /// The session check ignores `Request::retry`: a client's resent first
-    /// request executes again once its session and tombstone are gone
-    /// (the hole the flag closes, `sessions.rs`). Only a bounded session
-    /// table with few tombstones shows it.
-    IgnoreRetryFlag,
-    /// A request of a registered client id (`REGISTERED_BASE` and up)
-    /// whose session was evicted runs as a new client's instead of being
-    /// expired: a delayed request of the client, chosen after the
-    /// eviction, executes again. Only registered clients and a bounded
-    /// session table show it.
+    /// A request of a client whose session was evicted runs as a new
+    /// client's instead of being expired: a delayed request of the
+    /// client, chosen after the eviction, executes again. Only a bounded
+    /// session table shows it.
     RegisteredNoExpiry,
     /// A leader handing off with a promise (`gc_handoff_promise`) sends
     /// the target that promise without adopting the promised ballot: it

@@ -6,8 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::types::{Ballot, ReplicaId, RequestId, Role, Slot, Time, Value};
 
 /// A value as traces report it: `None` for a no-op, else the
-/// `(client, seq)` of every request of the batch, with its retry flag
-/// when set (`RequestId`).
+/// `(client, seq)` of every request of the batch (`RequestId`).
 pub type ValueIds = Option<Vec<RequestId>>;
 
 pub fn value_ids(v: &Value) -> ValueIds {

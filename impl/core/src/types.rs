@@ -12,11 +12,10 @@ pub type Time = u64;
 pub type ClientId = u64;
 pub type Seq = u64;
 
-/// The first client id the log assigns (`Op::Register`). Ids below it are
-/// chosen by clients and keep the rules of tombstones and the retry flag
-/// (`sessions.rs`); an id at or above it was assigned by executing a
-/// `Register`, so a request of such an id without a session is always
-/// expired (its session was evicted) or unknown (never assigned).
+/// The first client id the log assigns (`Op::Register`). Every client
+/// registers and uses the id it is given; ids below it only route the
+/// reply of a `Register` (its nonce) and take reads, which need no
+/// session (`sessions.rs`).
 pub const REGISTERED_BASE: ClientId = 1 << 63;
 
 /// A log index. Slots start at 1; 0 means "none". Serialized as the bare
@@ -157,30 +156,18 @@ impl Op {
 }
 
 /// A client request: executed at most once per `(client, seq)`.
-/// A client has at most one request outstanding; `seq` increases.
+/// A client has at most one request outstanding; `seq` increases, and a
+/// resend after an uncertain attempt reuses the same `(client, seq)`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     pub client: ClientId,
     pub seq: Seq,
     pub op: Op,
-    /// The client sent this `(client, seq)` before and that attempt's
-    /// outcome is uncertain (no answer, a lost connection, "unknown"): it
-    /// may have executed. Set on every resend after such an attempt, never
-    /// cleared for that seq. Only the session check reads it: a retry of a
-    /// client that has neither a session nor a tombstone, once tombstones
-    /// have been forgotten, is expired rather than executed (`sessions.rs`).
-    pub retry: bool,
 }
 
 impl Request {
-    /// A first attempt (not a retry).
     pub fn new(client: ClientId, seq: Seq, op: Op) -> Request {
-        Request {
-            client,
-            seq,
-            op,
-            retry: false,
-        }
+        Request { client, seq, op }
     }
 
     /// How traces name it.
@@ -188,18 +175,16 @@ impl Request {
         RequestId {
             client: self.client,
             seq: self.seq,
-            retry: self.retry,
         }
     }
 
     /// A registration request under routing id `nonce` (below
-    /// `REGISTERED_BASE`), flagged a retry or not.
-    pub fn register(nonce: ClientId, retry: bool) -> Request {
+    /// `REGISTERED_BASE`).
+    pub fn register(nonce: ClientId) -> Request {
         Request {
             client: nonce,
             seq: 0,
             op: Op::Register,
-            retry,
         }
     }
 
@@ -220,18 +205,12 @@ impl Request {
     }
 }
 
-/// A request as traces name it: `(client, seq)` and the retry flag.
-///
-/// Serialized as `[client, seq]`, or `[client, seq, true]` for a retry;
-/// printed `(client, seq)` or `(client, seq, retry)`; hashed as the words
-/// `client, seq`, then `1` for a retry only. A run without retries thus
-/// traces, prints and hashes exactly as before the flag existed (the
-/// simulator's pinned trace hashes and the core's transcripts).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A request as traces name it: `(client, seq)`. Serialized as the pair
+/// `[client, seq]`, printed `(client, seq)`, hashed as the two words.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RequestId {
     pub client: ClientId,
     pub seq: Seq,
-    pub retry: bool,
 }
 
 impl RequestId {
@@ -241,64 +220,22 @@ impl RequestId {
     }
 }
 
-impl std::hash::Hash for RequestId {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.client.hash(h);
-        self.seq.hash(h);
-        if self.retry {
-            true.hash(h);
-        }
-    }
-}
-
 impl std::fmt::Debug for RequestId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.retry {
-            write!(f, "({}, {}, retry)", self.client, self.seq)
-        } else {
-            write!(f, "({}, {})", self.client, self.seq)
-        }
+        write!(f, "({}, {})", self.client, self.seq)
     }
 }
 
 impl Serialize for RequestId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeTuple;
-        let mut t = s.serialize_tuple(if self.retry { 3 } else { 2 })?;
-        t.serialize_element(&self.client)?;
-        t.serialize_element(&self.seq)?;
-        if self.retry {
-            t.serialize_element(&true)?;
-        }
-        t.end()
+        (self.client, self.seq).serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for RequestId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RequestId, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = RequestId;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("[client, seq] or [client, seq, retry]")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut a: A,
-            ) -> Result<RequestId, A::Error> {
-                use serde::de::Error;
-                let client = a
-                    .next_element()?
-                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
-                let seq = a
-                    .next_element()?
-                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
-                let retry = a.next_element()?.unwrap_or(false);
-                Ok(RequestId { client, seq, retry })
-            }
-        }
-        // A self-describing format (JSON traces) only: the length varies.
-        d.deserialize_seq(V)
+        let (client, seq) = <(ClientId, Seq)>::deserialize(d)?;
+        Ok(RequestId { client, seq })
     }
 }
 
@@ -324,8 +261,9 @@ pub enum Reply {
     SessionExpired,
     /// `Register` executed: the client id the log assigned.
     Registered { client: ClientId },
-    /// The client id is at or above `REGISTERED_BASE` but was never
-    /// assigned: not executed, and never will be.
+    /// The client id was never assigned by the log (below
+    /// `REGISTERED_BASE`, or at or above it and not yet assigned): not
+    /// executed, and never will be. The client registers first.
     UnknownClient,
     /// The request breaks the rules of seq 0 and `Register`
     /// (`Request::malformed`): not executed, and never will be.
@@ -366,7 +304,7 @@ impl Value {
         }
     }
 
-    /// `(client, seq, retry)` of every request, as the trace reports values.
+    /// `(client, seq)` of every request, as the trace reports values.
     pub fn ids(&self) -> Vec<RequestId> {
         self.requests().iter().map(Request::id).collect()
     }

@@ -2,6 +2,10 @@
 //! duplication, disk sync timing, crashes and restarts, then a fault-free
 //! period. Safety is checked after every step; liveness after healing.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -17,7 +21,9 @@ enum Step {
     Drop(usize),
     Sync(u8),
     Tick(u64),
-    /// A new client request to replica `.0`.
+    /// A new client request to replica `.0`: a read (of a client that did
+    /// not register), or a write (`true`) of a registered client whose id
+    /// is known and unused; with none, a new client's `Register` instead.
     Request(u8, bool),
     /// A retry of an earlier request (by index) to replica `.1`.
     Retry(usize, u8),
@@ -55,6 +61,8 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
         seed,
     );
     let mut sent: Vec<(ReplicaId, Request)> = Vec::new();
+    // The clients that registered and have not written yet.
+    let mut writers = BTreeSet::new();
     for s in steps {
         match s {
             Step::Deliver(i) => c.deliver(i, false),
@@ -63,12 +71,18 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
             Step::Sync(r) => c.sync(r),
             Step::Tick(dt) => c.advance(dt),
             Step::Request(r, write) => {
-                let client = 1_000 + sent.len() as u64;
-                let key = format!("k{}", client % 3);
-                let req = if write {
-                    put(client, 1, &key, &client.to_string())
-                } else {
-                    get(client, 1, &key)
+                let nonce = 1_000 + sent.len() as u64;
+                let writer = sent
+                    .iter()
+                    .filter_map(|(_, q)| c.registered(q.client).filter(|_| q.op == Op::Register))
+                    .find(|id| !writers.contains(id));
+                let req = match (write, writer) {
+                    (false, _) => get(nonce, 1, &format!("k{}", nonce % 3)),
+                    (true, None) => Request::register(nonce),
+                    (true, Some(id)) => {
+                        writers.insert(id);
+                        put(id, 1, &format!("k{}", id % 3), &id.to_string())
+                    }
                 };
                 sent.push((r, req.clone()));
                 c.input(r, Input::Request(req));
@@ -122,7 +136,9 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
 
     // Every request was answered, and every answer to one write is the same
     // (at most once). Reads do not go through the log: each attempt of a
-    // retried read is a read of its own and may see a newer value.
+    // retried read is a read of its own and may see a newer value; nor is
+    // a `Register` answered from the table: each execution of a resent one
+    // assigns another id.
     for (_, req) in &sent {
         let answers: BTreeSet<String> = c
             .replies
@@ -130,10 +146,10 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
             .filter(|r| r.1 == req.client && r.2 == req.seq && !r.3.is_definite_rejection())
             .map(|r| format!("{:?}", r.3))
             .collect();
-        if matches!(req.op, Op::Get { .. }) {
+        if matches!(req.op, Op::Get { .. } | Op::Register) {
             prop_assert!(
                 !answers.is_empty(),
-                "read {:?} never answered",
+                "read or register {:?} never answered",
                 (req.client, req.seq)
             );
         } else {
@@ -158,7 +174,7 @@ fn run_with(seed: u64, steps: Vec<Step>, pre_vote: bool) -> Result<Cluster, Test
             prop_assert!(!current.is_empty());
         }
         // Writes executed exactly once: the session table holds them.
-        if !matches!(req.op, Op::Get { .. }) {
+        if !matches!(req.op, Op::Get { .. } | Op::Register) {
             let session = c.nodes[0].replica.state_machine().sessions.get(&req.client);
             prop_assert_eq!(session.map(|s| s.seq), Some(req.seq));
         }
@@ -237,7 +253,8 @@ fn same_seed_same_trace() {
         c.run_fair(1_000);
         let l = c.leader().unwrap_or(0);
         for i in 0..20 {
-            c.input(l, Input::Request(put(i + 1, 1, "k", "v")));
+            let id = c.register(l, i + 1).unwrap_or_default();
+            c.input(l, Input::Request(put(id, 1, "k", "v")));
             c.run_fair(30);
         }
         serde_json::to_string(&c.trace).unwrap_or_default()
@@ -252,11 +269,16 @@ fn leader_crash_then_new_leader_keeps_acknowledged_writes() {
     let mut c = Cluster::new(test_config(3), 7);
     c.run_fair(2_000);
     let l = c.leader().expect("leader");
-    for i in 0..10 {
-        c.input(l, Input::Request(put(i + 1, 1, &format!("k{i}"), "v")));
+    let ids: Vec<ClientId> = (1..=10)
+        .map(|n| c.register(l, n).expect("registered"))
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        c.input(l, Input::Request(put(*id, 1, &format!("k{i}"), "v")));
         c.run_fair(20);
     }
-    let acked: Vec<u64> = (1..=10)
+    let acked: Vec<u64> = ids
+        .iter()
+        .copied()
         .filter(|cl| c.reply_for(*cl, 1).is_some())
         .collect();
     assert_eq!(acked.len(), 10);

@@ -15,6 +15,10 @@
 //! and check that the valid ones are still accepted and the invalid ones
 //! still rejected at the same step.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::path::PathBuf;
@@ -93,8 +97,8 @@ fn proposed_slot(trace: &[TraceEvent], client: u64, seq: u64) -> Option<(Replica
 fn gap_situation(
     trace: &[TraceEvent],
 ) -> Result<(ReplicaId, Slot, Slot, usize, Vec<SlotSummary>), String> {
-    let (old, s1) = proposed_slot(trace, 1, 1).ok_or("no Propose of request (1, 1)")?;
-    let (old2, s2) = proposed_slot(trace, 2, 1).ok_or("no Propose of request (2, 1)")?;
+    let (old, s1) = proposed_slot(trace, FIRST, 1).ok_or("no Propose of request (r0, 1)")?;
+    let (old2, s2) = proposed_slot(trace, FIRST + 1, 1).ok_or("no Propose of request (r1, 1)")?;
     if old != old2 || s1 >= s2 {
         return Err(format!("the two requests were not proposed in two slots by one leader: {old}@{s1:?}, {old2}@{s2:?}"));
     }
@@ -124,9 +128,8 @@ fn gap_filled(trace: &[TraceEvent]) -> Result<(), String> {
     }
     if at(s2)
         != Some(Some(vec![RequestId {
-            client: 2,
+            client: FIRST + 1,
             seq: 1,
-            retry: false,
         }]))
     {
         return Err(format!("the surviving slot was not replayed: {entries:?}"));
@@ -152,6 +155,10 @@ fn gap_left_open(trace: &[TraceEvent]) -> Result<(), String> {
     Ok(())
 }
 
+/// The first id the log assigns: the schedule's two clients register
+/// first, and get it and the next.
+const FIRST: ClientId = REGISTERED_BASE;
+
 /// A leader proposes two slots; the Accepts of the first are lost, the
 /// second reaches one follower; the leader falls silent (it is cut off and
 /// stays so: nothing of it appears in the trace again). The followers
@@ -164,12 +171,14 @@ fn gap_at_election(bug: Option<Bug>) -> (Cluster, Slot, Slot) {
     c.run_fair(200);
     let old = c.leader().unwrap();
     let followers: Vec<ReplicaId> = (0..3).filter(|&r| r != old).collect();
+    assert_eq!(c.register(old, 1), Some(FIRST));
+    assert_eq!(c.register(old, 2), Some(FIRST + 1));
 
-    c.input(old, Input::Request(put(1, 1, "a", "1")));
-    c.input(old, Input::Request(put(2, 1, "b", "2")));
+    c.input(old, Input::Request(put(FIRST, 1, "a", "1")));
+    c.input(old, Input::Request(put(FIRST + 1, 1, "b", "2")));
     let (s1, s2) = (
-        proposed_slot(&c.trace, 1, 1).unwrap().1,
-        proposed_slot(&c.trace, 2, 1).unwrap().1,
+        proposed_slot(&c.trace, FIRST, 1).unwrap().1,
+        proposed_slot(&c.trace, FIRST + 1, 1).unwrap().1,
     );
     assert!(s1 < s2, "the two requests went into one slot");
 

@@ -2,6 +2,10 @@
 //! of each case step by step): a follower cut from the leader only never
 //! raises a ballot while the leader lives, and without pre-vote it does.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::*;

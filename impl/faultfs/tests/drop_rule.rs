@@ -1,6 +1,10 @@
 //! The drop rule, on the store directly (no kernel) and then through a
 //! real FUSE mount with the `faultfs` command, as a nemesis uses it.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::Path;
 
 use stutter_faultfs::store::{Kind, Store, ROOT};

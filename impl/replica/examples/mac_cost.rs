@@ -3,6 +3,10 @@
 //! `cargo run --release -p stutter-replica --example mac_cost`.
 //! Times are per frame, the best of five rounds (the machine may be shared).
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::Instant;
 
 use stutter_core::{Ballot, Message, Op, Request, Slot, Value};

@@ -9,6 +9,10 @@
 //! load and a branch. Counters are process-wide (every thread), because a
 //! collected runtime's heap is: a record allocated by the protocol loop
 //! and freed by the log thread is the loop's garbage all the same.
+//!
+//! A global allocator is unsafe code by nature (`GlobalAlloc` is an unsafe
+//! trait): allowed in this module only.
+#![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

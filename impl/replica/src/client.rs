@@ -150,7 +150,6 @@ impl Client {
             client: self.nonce,
             seq: 0,
             op: Op::Register,
-            retry: false,
         };
         match self.exchange(req).await? {
             Reply::Registered { client } => {
@@ -173,12 +172,9 @@ impl Client {
     }
 
     /// Executes `op`, following redirects and retrying the same
-    /// `(client, seq)` on failures until the deadline. Once an attempt's
-    /// outcome is uncertain (no reply, a lost connection, "unknown"), every
-    /// later attempt is flagged a retry, so that a cluster that has
-    /// forgotten this client expires it rather than running it again
-    /// (`stutter_core::sessions`). Redirects and busy answers promise that
-    /// nothing was proposed: they leave the flag as it is.
+    /// `(client, seq)` on failures until the deadline: the cluster runs it
+    /// at most once, and expires it rather than running it again once it
+    /// evicted this client's session (`stutter_core::sessions`).
     pub async fn call(&mut self, op: Op) -> Result<Reply, ClientError> {
         let id = match self.id {
             Some(id) => id,
@@ -189,7 +185,6 @@ impl Client {
             client: id,
             seq: self.seq,
             op,
-            retry: false,
         };
         let r = self.exchange(req).await;
         if matches!(
@@ -204,7 +199,7 @@ impl Client {
 
     /// Sends `req` until it is answered, following redirects and retrying
     /// on failures until the deadline (see [`Client::call`]).
-    async fn exchange(&mut self, mut req: ClientRequest) -> Result<Reply, ClientError> {
+    async fn exchange(&mut self, req: ClientRequest) -> Result<Reply, ClientError> {
         let give_up = Instant::now() + self.deadline;
         let mut pause = Duration::from_millis(5);
         while Instant::now() < give_up {
@@ -260,7 +255,6 @@ impl Client {
                 Ok(ClientResponse::Unknown { .. }) => {
                     // The leader it went to may have lost leadership: the
                     // same (client, seq) again, elsewhere, after a pause.
-                    mark_retry(&mut req);
                     self.move_to(None);
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(200));
@@ -272,20 +266,13 @@ impl Client {
                     )))
                 }
                 Err(_) => {
-                    // Sent (or partly) and unanswered: it may execute.
-                    mark_retry(&mut req);
+                    // Sent (or partly) and unanswered: it may execute; the
+                    // same (client, seq) again, elsewhere.
                     self.move_to(None);
                 }
             }
         }
         Err(ClientError::Timeout)
-    }
-}
-
-/// Flags a request as resent after an uncertain attempt (sticky).
-fn mark_retry(req: &mut ClientRequest) {
-    if let ClientRequest::Op { retry, .. } = req {
-        *retry = true;
     }
 }
 
@@ -312,7 +299,7 @@ mod tests {
     /// `Done`; it records every (client, seq) it was sent.
     async fn unknown_then_done() -> (
         String,
-        tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq, bool)>,
+        tokio::sync::mpsc::UnboundedReceiver<(ClientId, Seq)>,
     ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -326,16 +313,10 @@ mod tests {
                 let (r, mut w) = s.into_split();
                 let mut r = BufReader::new(r);
                 while let Ok(Some(body)) = wire::read_frame(&mut r, wire::MAX_CLIENT_FRAME).await {
-                    let Ok(ClientRequest::Op {
-                        client,
-                        seq,
-                        retry,
-                        op,
-                    }) = wire::decode(&body)
-                    else {
+                    let Ok(ClientRequest::Op { client, seq, op }) = wire::decode(&body) else {
                         return;
                     };
-                    let _ = seen_tx.send((client, seq, retry));
+                    let _ = seen_tx.send((client, seq));
                     let resp = if op == Op::Register {
                         ClientResponse::Reply {
                             client,
@@ -377,21 +358,17 @@ mod tests {
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
         assert_eq!(
             seen.recv().await,
-            Some((42, 0, false)),
+            Some((42, 0)),
             "the first call registers under the nonce"
         );
         assert_eq!(c.id(), Some(id));
+        assert_eq!(seen.recv().await, Some((id, 1)), "the first attempt");
         assert_eq!(
             seen.recv().await,
-            Some((id, 1, false)),
-            "a first attempt is not a retry"
+            Some((id, 1)),
+            "the retry reuses (client, seq)"
         );
-        assert_eq!(
-            seen.recv().await,
-            Some((id, 1, true)),
-            "the retry reuses (client, seq), flagged"
-        );
-        // The next call is a first attempt again, under the same id.
+        // The next call is the next seq, under the same id.
         let r = c
             .call(Op::Put {
                 key: "k".into(),
@@ -399,7 +376,7 @@ mod tests {
             })
             .await;
         assert!(matches!(r, Ok(Reply::Done)), "{r:?}");
-        assert_eq!(seen.recv().await, Some((id, 2, false)));
+        assert_eq!(seen.recv().await, Some((id, 2)));
     }
 
     /// A client whose session expired registers again before its next

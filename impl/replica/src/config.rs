@@ -79,16 +79,6 @@ pub struct Protocol {
     /// Must be the same in every replica's file: expiry is decided by
     /// executing the log.
     pub session_limit: Option<usize>,
-    /// Client ids of evicted sessions kept
-    /// (`stutter_core::Config::session_tombstones`; 0 or absent: 4 × the
-    /// limit). Must be the same in every replica's file.
-    pub session_tombstones: Option<usize>,
-    /// Serve only clients that registered (`Op::Register`; the library,
-    /// the bench and every text connection do): any other client id is
-    /// answered `UnknownClient` (`stutter_core::Config::registered_clients_only`).
-    /// On by default; `false` admits clients that pick their own ids, whose
-    /// at-most-once execution rests on tombstones and the retry flag.
-    pub registered_clients_only: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize, Default)]
@@ -436,8 +426,6 @@ impl ClusterConfig {
                 Some(n) => n,
                 None => d.session_limit,
             },
-            session_tombstones: p.session_tombstones.unwrap_or(d.session_tombstones),
-            registered_clients_only: p.registered_clients_only.unwrap_or(true),
             ..d
         }
     }
@@ -488,20 +476,17 @@ mod tests {
         );
         assert!(c.pre_vote, "pre-vote is on unless the file turns it off");
         assert_eq!(c.session_limit, 100_000, "sessions are bounded by default");
-        assert_eq!(c.session_tombstones, 0, "4 × the limit");
-        assert!(
-            c.registered_clients_only,
-            "only registered clients unless the file says otherwise"
-        );
         let off: ClusterConfig =
             toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\npre_vote = false\nsession_limit = 50\n")
                 .unwrap();
         assert!(!off.core_config().pre_vote);
         assert_eq!(off.core_config().session_limit, 50);
-        let open: ClusterConfig =
-            toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\nregistered_clients_only = false\n")
-                .unwrap();
-        assert!(!open.core_config().registered_clients_only);
+        // The switches of clients that chose their own ids are gone: a
+        // file that still sets one is refused, not silently obeyed.
+        for gone in ["registered_clients_only = false", "session_tombstones = 8"] {
+            let text = format!("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\n{gone}\n");
+            assert!(toml::from_str::<ClusterConfig>(&text).is_err(), "{gone}");
+        }
         let unbounded: ClusterConfig =
             toml::from_str("[[replica]]\nid = 0\npeer_addr = \"a:1\"\nclient_addr = \"a:2\"\n[protocol]\nsession_limit = 0\n").unwrap();
         assert_eq!(unbounded.core_config().session_limit, usize::MAX);

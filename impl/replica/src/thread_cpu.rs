@@ -15,6 +15,7 @@ pub fn now_ns() -> u64 {
     };
     // SAFETY: `ts` is a valid, writable timespec; the clock id is a
     // constant the kernel knows.
+    #[allow(unsafe_code)]
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return 0;

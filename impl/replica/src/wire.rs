@@ -21,13 +21,12 @@ pub const READ_CHUNK: usize = 64 << 10;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientRequest {
-    /// `retry`: this `(client, seq)` was sent before and that attempt's
-    /// outcome is uncertain (`stutter_core::Request::retry`).
+    /// A request of `client` (an id the log assigned, or a `Register`'s
+    /// nonce at seq 0); a resend reuses the same `(client, seq)`.
     Op {
         client: ClientId,
         seq: Seq,
         op: Op,
-        retry: bool,
     },
     Status,
     /// The executed state's running digest, for white-box checks.
@@ -207,7 +206,6 @@ mod tests {
                 key: "k".into(),
                 value: "v".into(),
             },
-            retry: true,
         };
         let bytes = encode(&req).unwrap();
         let mut r = &bytes[..];

@@ -5,6 +5,10 @@
 //! resume without a restart; nothing acknowledged is lost. Then an EIO
 //! that clears after a few attempts: the write waits for it and succeeds.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::path::Path;

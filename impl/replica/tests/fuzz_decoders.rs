@@ -4,6 +4,10 @@
 //! log directory as a whole.
 //! See `fuzz/mod.rs` for the harness and how to run it longer.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod fuzz;
 
 use fuzz::corpus::{self, bincode, wal_record};

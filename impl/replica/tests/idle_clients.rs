@@ -2,6 +2,10 @@
 //! connections do not lock new clients out; an idle connection and a
 //! half-sent request are closed after their timeouts, an active one is not.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::io::{Read, Write};
@@ -41,6 +45,9 @@ fn raise_nofile() -> u64 {
         rlim_cur: 0,
         rlim_max: 0,
     };
+    // SAFETY: `l` is a valid, writable rlimit; getrlimit and setrlimit
+    // touch nothing else.
+    #[allow(unsafe_code)]
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
         l.rlim_cur = l.rlim_max;

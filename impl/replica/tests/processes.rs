@@ -2,6 +2,10 @@
 //! kill -9, recovery of every acknowledged write from the write-ahead logs,
 //! bad client input, caps, and peers without the cluster secret.
 
+// Test code: unwrap, expect and panic are how a test fails (the
+// workspace lints deny them in the code under test).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

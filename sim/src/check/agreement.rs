@@ -73,21 +73,13 @@ mod tests {
         a.slot(
             0,
             one,
-            Some(vec![stutter_core::RequestId {
-                client: 1,
-                seq: 1,
-                retry: false,
-            }]),
+            Some(vec![stutter_core::RequestId { client: 1, seq: 1 }]),
             &mut v,
         );
         a.slot(
             1,
             one,
-            Some(vec![stutter_core::RequestId {
-                client: 1,
-                seq: 1,
-                retry: false,
-            }]),
+            Some(vec![stutter_core::RequestId { client: 1, seq: 1 }]),
             &mut v,
         );
         a.executed_prefix(0, one, 42, &mut v);

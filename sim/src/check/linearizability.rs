@@ -76,15 +76,14 @@ pub fn check(
     requests: &[Request],
     slots: &SlotMap<(ReplicaId, Ids)>,
     sessions: &mut Sessions,
-    session_bounds: stutter_core::sessions::Bounds,
-    (retry_flag, registered_expiry): (bool, bool),
+    session_limit: usize,
+    registered_expiry: bool,
     v: &mut Violations,
 ) -> Replayed {
     let index = Index::new(history);
     // Replay the executed log on a model: where each request took
     // effect, and what it returned (by history index).
-    let mut model = Model::bounded(session_bounds.sessions, session_bounds.tombstones);
-    model.retry_flag = retry_flag;
+    let mut model = Model::bounded(session_limit);
     model.registered_expiry = registered_expiry;
     sessions.start_replay();
     sessions.compare_at(Slot::ZERO, &model, v);
@@ -105,7 +104,7 @@ pub fn check(
             // the model assigns the id the replicas did.
             if id.seq == 0 {
                 model.slot = slot;
-                model.apply(&Request::register(id.client, id.retry));
+                model.apply(&Request::register(id.client));
                 continue;
             }
             let Some((i, req, op)) = index
@@ -121,9 +120,7 @@ pub fn check(
             let key = req.op.key();
             let before = model.kv.get(key).cloned();
             model.slot = slot;
-            // The history's request is the first attempt; the log says
-            // whether the attempt executed here was flagged a retry.
-            if let Effect::Applied(reply) = model.apply_attempt(req, id.retry) {
+            if let Effect::Applied(reply) = model.apply(req) {
                 if position[i].is_some() {
                     v.add(
                         "at-most-once",
@@ -167,8 +164,9 @@ pub fn check(
         }
         if let (F::Read, Outcome::Ok { value, .. }, Some((p, reply))) = (op.f, &op.outcome, at) {
             if read_value(reply) != Some(*value) {
-                // An attempt of this read executed in the log (a client
-                // without a session, once tombstones were forgotten) but
+                // An attempt of this read executed in the log (at a
+                // leader that had not executed the client's register yet)
+                // but
                 // its answer is not the one that came back: a later
                 // attempt was served by ReadIndex (at a leader that had
                 // not executed as far, or where the client had a session)

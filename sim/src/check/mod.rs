@@ -27,7 +27,6 @@ pub mod slots;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use stutter_core::sessions::Bounds;
 use stutter_core::{Ballot, Replica, ReplicaId, Request, Slot, Snapshot};
 
 use crate::history::HistOp;
@@ -67,28 +66,24 @@ pub struct Checker {
     agreement: agreement::Agreement,
     ballots: ballots::Ballots,
     sessions: sessions::Sessions,
-    session_bounds: Bounds,
-    retry_flag: bool,
+    session_limit: usize,
     /// Whether a registered id without a session is expired (off only
-    /// under `Bug::RegisteredNoExpiry`, as `retry_flag`).
+    /// under `Bug::RegisteredNoExpiry`, so that the reference model judges
+    /// the protocol the replicas run and only the at-most-once check can
+    /// tell).
     registered_expiry: bool,
     violations: Violations,
 }
 
 impl Checker {
     /// A checker of `n` replicas whose session tables hold at most
-    /// the sessions and tombstones of `session_bounds` (`Config::session_limit`,
-    /// `session_tombstones`); `retry_flag`: whether the session check
-    /// honours `Request::retry` (off only under `Bug::IgnoreRetryFlag`,
-    /// so that the reference model judges the protocol the replicas run
-    /// and only the at-most-once check can tell).
-    pub fn new(n: usize, session_bounds: Bounds, retry_flag: bool) -> Checker {
+    /// `session_limit` sessions (`Config::session_limit`).
+    pub fn new(n: usize, session_limit: usize) -> Checker {
         Checker {
             agreement: agreement::Agreement::default(),
             ballots: ballots::Ballots::new(n),
             sessions: sessions::Sessions::default(),
-            session_bounds,
-            retry_flag,
+            session_limit,
             registered_expiry: true,
             violations: Violations::default(),
         }
@@ -142,8 +137,8 @@ impl Checker {
             requests,
             &slots,
             &mut self.sessions,
-            self.session_bounds,
-            (self.retry_flag, self.registered_expiry),
+            self.session_limit,
+            self.registered_expiry,
             &mut self.violations,
         );
         liveness::check(

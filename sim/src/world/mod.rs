@@ -7,16 +7,13 @@
 use std::io::Write;
 
 use stutter_core::{
-    Action, Config, Input, Message, Output, Record, Replica, ReplicaId, Reply, Request, Seq, Slot,
-    Time, Timer, TraceEvent,
+    Config, Input, Message, Output, Replica, ReplicaId, Reply, Request, Seq, Time, Timer,
 };
 
-use crate::check::{Checker, Violation};
+use crate::check::Checker;
 use crate::clients::{ClientEvent, Clients};
-use crate::cpu::Cpu;
 use crate::faults::FaultCounts;
-use crate::history::HistOp;
-use crate::network::{Network, Sent};
+use crate::network::Network;
 use crate::node::{timer_index, Node};
 use crate::queue::Queue;
 use crate::rng::Rng;
@@ -26,6 +23,11 @@ use crate::windows::Armed;
 
 mod collector;
 mod host;
+mod outputs;
+mod process;
+mod run_output;
+
+pub use run_output::{GcMark, GcStep, RunOutput};
 
 #[derive(Debug)]
 pub(crate) enum Ev {
@@ -70,18 +72,15 @@ pub(crate) enum Ev {
     ClientTick {
         c: usize,
     },
-    /// History operation `op`'s request reaches replica `r`, flagged a
-    /// retry or not.
+    /// History operation `op`'s request reaches replica `r`.
     ClientArrive {
         r: ReplicaId,
         op: usize,
-        retry: bool,
     },
     /// A client's `Register` under `nonce` reaches replica `r`.
     ClientRegister {
         r: ReplicaId,
         nonce: stutter_core::ClientId,
-        retry: bool,
     },
     ClientReply {
         c: usize,
@@ -104,50 +103,6 @@ pub(crate) enum Ev {
         r: ReplicaId,
         inc: u64,
     },
-}
-
-pub struct RunOutput {
-    pub history: Vec<HistOp>,
-    /// Virtual latency of every ok operation from its intended start (µs).
-    pub latencies: Vec<Time>,
-    pub faults: FaultCounts,
-    pub violations: Vec<Violation>,
-    pub trace_hash: u64,
-    pub events: u64,
-    pub end: Time,
-    pub final_last_executed: Vec<Slot>,
-    /// Each running replica's collector at the end (empty without a model).
-    pub gc: Vec<(ReplicaId, stutter_gc::Stats)>,
-    /// Elections won (`BecomeLeader` steps): the first leader, then one per
-    /// leader change.
-    pub elections: u64,
-    /// With GC coordination on: its steps in time order, for the study's
-    /// account of where the tail comes from (`study::split`).
-    pub gc_log: Vec<GcStep>,
-}
-
-/// One step of GC coordination at one replica.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcStep {
-    pub at: Time,
-    pub replica: ReplicaId,
-    pub mark: GcMark,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GcMark {
-    /// The collector said a collection is due.
-    Due,
-    /// The leader stopped proposing to hand leadership off.
-    HandOffStart,
-    /// It told `to` to campaign and stepped down.
-    HandOff { to: ReplicaId },
-    /// Won an election.
-    Elected,
-    /// Started a collection, under a grant or forced.
-    Collect { granted: bool },
-    /// Its collection ended.
-    Done,
 }
 
 pub struct World {
@@ -199,15 +154,8 @@ impl World {
         let end = s.duration.max(heal) + s.liveness_bound;
         let n = s.n;
         let mut w = World {
-            checker: Checker::new(
-                n,
-                stutter_core::sessions::Bounds {
-                    sessions: s.session_limit,
-                    tombstones: s.session_tombstones,
-                },
-                s.bug != Some(stutter_core::Bug::IgnoreRetryFlag),
-            )
-            .registered_expiry(s.bug != Some(stutter_core::Bug::RegisteredNoExpiry)),
+            checker: Checker::new(n, s.session_limit)
+                .registered_expiry(s.bug != Some(stutter_core::Bug::RegisteredNoExpiry)),
             net: Network::new(&s),
             clients: Clients::new(&s),
             s,
@@ -348,17 +296,13 @@ impl World {
                 self.clients.tick(c, self.now, &mut self.rng, &mut evs);
                 self.schedule_clients(evs);
             }
-            Ev::ClientArrive { r, op, retry } => {
+            Ev::ClientArrive { r, op } => {
                 if let Some(req) = self.clients.requests.get(op) {
-                    let req = Request {
-                        retry,
-                        ..req.clone()
-                    };
-                    self.enqueue(r, Input::Request(req));
+                    self.enqueue(r, Input::Request(req.clone()));
                 }
             }
-            Ev::ClientRegister { r, nonce, retry } => {
-                self.enqueue(r, Input::Request(Request::register(nonce, retry)))
+            Ev::ClientRegister { r, nonce } => {
+                self.enqueue(r, Input::Request(Request::register(nonce)))
             }
             Ev::ClientReply {
                 c,
@@ -402,412 +346,14 @@ impl World {
         for e in evs.drain(..) {
             match e {
                 ClientEvent::Tick { c, at } => self.at(at, Ev::ClientTick { c }),
-                ClientEvent::Arrive { r, op, retry, at } => {
-                    self.at(at, Ev::ClientArrive { r, op, retry })
-                }
+                ClientEvent::Arrive { r, op, at } => self.at(at, Ev::ClientArrive { r, op }),
                 ClientEvent::Timeout { c, at } => self.at(at, Ev::ClientTimeout { c, at }),
-                ClientEvent::Register {
-                    r,
-                    nonce,
-                    retry,
-                    at,
-                } => self.at(at, Ev::ClientRegister { r, nonce, retry }),
+                ClientEvent::Register { r, nonce, at } => {
+                    self.at(at, Ev::ClientRegister { r, nonce })
+                }
             }
         }
         self.client_events = evs;
-    }
-
-    // ----- replicas -----
-
-    fn enqueue(&mut self, r: ReplicaId, input: Input) {
-        let node = &mut self.nodes[r as usize];
-        if node.replica.is_none() {
-            return;
-        }
-        node.cpu.inbox.push_back(input);
-        self.kick(r);
-    }
-
-    /// Starts queued inputs on free cores while the replica is up and not
-    /// stopped.
-    ///
-    /// Every input started holds a core until a `CpuFree` event. Without a
-    /// heap model, such an event changes nothing but the count of busy
-    /// cores unless an input waits for the core then; and inputs only
-    /// come in through here. So a core's free-up stays out of the queue
-    /// (`Cpu::free_later`, with its sequence number reserved) while the
-    /// inbox is empty: the next kick counts the core free if its time has
-    /// passed, and an input left waiting puts the free-ups in the queue,
-    /// each at the place it would have had. In `sim bench`'s runs two
-    /// thirds of the free-ups (30 % of all events) never enter the queue,
-    /// and the run is the same, event for event.
-    fn kick(&mut self, r: ReplicaId) {
-        self.retire_frees(r);
-        self.start_inputs(r);
-        let node = &mut self.nodes[r as usize];
-        if !node.cpu.inbox.is_empty() && !node.cpu.free_later.is_empty() {
-            let inc = node.inc;
-            for (at, seq) in node.cpu.free_later.drain(..) {
-                self.queue.push_reserved(at, seq, Ev::CpuFree { r, inc });
-            }
-        }
-    }
-
-    /// Counts the cores free whose free-up, kept out of the queue, would
-    /// have run before the current event.
-    fn retire_frees(&mut self, r: ReplicaId) {
-        let current = self.queue.current();
-        let cpu = &mut self.nodes[r as usize].cpu;
-        if cpu.free_later.is_empty() {
-            return;
-        }
-        let before = cpu.free_later.len();
-        cpu.free_later.retain(|k| *k > current);
-        let done = (before - cpu.free_later.len()) as u32;
-        cpu.busy = cpu.busy.saturating_sub(done);
-        self.events += done as u64;
-    }
-
-    /// The process `r` dies: the free-ups it kept out of the queue are
-    /// dropped, counted as the (ignored) events they would have been.
-    pub(crate) fn forget_frees(&mut self, r: ReplicaId) {
-        let end = self.end;
-        let cpu = &mut self.nodes[r as usize].cpu;
-        self.events += cpu.free_later.iter().filter(|(at, _)| *at <= end).count() as u64;
-        cpu.free_later.clear();
-    }
-
-    fn start_inputs(&mut self, r: ReplicaId) {
-        loop {
-            let now = self.now;
-            let value_size = self.s.workload.value_size;
-            let node = &mut self.nodes[r as usize];
-            if node.paused || node.replica.is_none() {
-                return;
-            }
-            let (slots, speed) = node.cpu.slots(node.mutator_cores());
-            if node.cpu.busy >= slots {
-                return;
-            }
-            let speed = speed * self.host_share(r);
-            let node = &mut self.nodes[r as usize];
-            let Some(input) = node.cpu.inbox.pop_front() else {
-                return;
-            };
-            let turn_starts = node.cpu.turn_starts();
-            let pending = self.s.service.begin(&input, value_size, turn_starts);
-            let input_bytes = match (&node.heap, &node.replica) {
-                (Some(_), Some(rep)) => {
-                    let leader = rep.role() == stutter_core::Role::Leader;
-                    self.s.memory.input_bytes(&input, value_size, leader)
-                }
-                _ => 0,
-            };
-            let busy = node.cpu.busy_cores(speed);
-            if let Some(h) = node.heap.as_mut() {
-                h.advance(now, busy);
-            }
-            node.cpu.busy += 1;
-            let inc = node.inc;
-            let mut out = std::mem::take(&mut self.out);
-            if let Some(rep) = node.replica.as_mut() {
-                rep.handle(now, input, &mut out);
-                if self.s.memory.coordinated {
-                    let h = rep.handing_off();
-                    if let Some(was) = self.handing_off.get_mut(r as usize) {
-                        if h && !*was {
-                            self.gc_log.push(GcStep {
-                                at: now,
-                                replica: r,
-                                mark: GcMark::HandOffStart,
-                            });
-                        }
-                        *was = h;
-                    }
-                }
-            }
-            let cost = self.s.service.end(pending, &out, value_size);
-            let step_bytes = if self.nodes[r as usize].heap.is_some() {
-                input_bytes + self.s.memory.output_bytes(&out)
-            } else {
-                0
-            };
-            self.outputs(r, &mut out);
-            self.out = out;
-            if let Some(rep) = self.nodes[r as usize].replica.as_ref() {
-                self.checker.after_step(r, rep);
-            }
-            let assist = self.heap_after_step(r, step_bytes);
-            let node = &mut self.nodes[r as usize];
-            let cost = node.cpu.whole(cost);
-            let free_at = now + Cpu::duration(cost, assist, speed);
-            if node.heap.is_some() {
-                self.at(free_at, Ev::CpuFree { r, inc });
-                self.collect(r);
-            } else {
-                let seq = self.queue.reserve();
-                node.cpu.free_later.push((free_at, seq));
-            }
-        }
-    }
-
-    /// Stops replica `r` for `duration`. A pause fault on a stopped
-    /// replica is ignored; a collector's pause waits for the stop it falls
-    /// into to end (the process cannot collect while it is stopped).
-    /// Returns whether the replica was stopped.
-    pub(crate) fn stop(&mut self, r: ReplicaId, duration: Time, by_collector: bool) -> bool {
-        let now = self.now;
-        let node = &mut self.nodes[r as usize];
-        if node.replica.is_none() {
-            return false;
-        }
-        if node.paused {
-            if !by_collector {
-                return false;
-            }
-            node.pause_until = node.pause_until.max(now) + duration;
-        } else {
-            node.paused = true;
-            node.pause_until = now + duration;
-        }
-        let (inc, until) = (node.inc, node.pause_until);
-        self.at(until, Ev::Resume { r, inc });
-        true
-    }
-
-    fn outputs(&mut self, r: ReplicaId, out: &mut Vec<Output>) {
-        for o in out.drain(..) {
-            match o {
-                Output::Send { to, msg } => self.send(r, to, msg),
-                Output::SetTimer { timer, at } => {
-                    let k = timer_index(timer);
-                    let node = &mut self.nodes[r as usize];
-                    let inc = node.inc;
-                    node.timer_deadline[k] = at;
-                    let at = at.max(self.now);
-                    if node.timer_queued[k].is_none_or(|q| q > at) {
-                        node.timer_queued[k] = Some(at);
-                        self.at(at, Ev::Timer { r, timer, inc, at });
-                    }
-                }
-                Output::Persist { token, records } => {
-                    let lat = self.s.disk_latency(&mut self.rng);
-                    let ballot = !self.armed.is_empty()
-                        && records.iter().any(|rec| matches!(rec, Record::Ballot(_)));
-                    let pending = if ballot { records.clone() } else { Vec::new() };
-                    let node = &mut self.nodes[r as usize];
-                    let done = node.disk.append(self.now, lat, token, records);
-                    let inc = node.inc;
-                    self.at(done, Ev::Disk { r, token, inc });
-                    if ballot {
-                        self.on_persist(r, &pending, done);
-                    }
-                }
-                Output::Reply { client, seq, reply } => {
-                    if let Some(c) = self.clients.index(client) {
-                        let d = self.net.delay(&mut self.rng);
-                        self.at(
-                            self.now + d,
-                            Ev::ClientReply {
-                                c,
-                                client,
-                                seq,
-                                reply,
-                            },
-                        );
-                    }
-                }
-                Output::Collect { .. } => self.collect_granted(r),
-                Output::Trace(ev) => self.trace(ev),
-            }
-        }
-    }
-
-    fn trace(&mut self, ev: TraceEvent) {
-        if self.s.memory.is_on() {
-            self.trace_memory(&ev);
-        }
-        if self.s.memory.coordinated {
-            let mark = match ev.action {
-                Action::GcDue { .. } => Some(GcMark::Due),
-                Action::TransferLeadership { to, .. } | Action::TransferWithPromise { to, .. } => {
-                    Some(GcMark::HandOff { to })
-                }
-                Action::BecomeLeader { .. } => Some(GcMark::Elected),
-                Action::Collect { granted } => Some(GcMark::Collect { granted }),
-                Action::GcDone => Some(GcMark::Done),
-                _ => None,
-            };
-            if let Some(mark) = mark {
-                self.gc_log.push(GcStep {
-                    at: ev.time,
-                    replica: ev.replica,
-                    mark,
-                });
-            }
-        }
-        if !self.armed.is_empty() {
-            match ev.action {
-                Action::BecomeLeader { .. } => self.on_elected(ev.replica),
-                Action::StartElection { .. } => self.on_election_started(ev.replica),
-                _ => {}
-            }
-        }
-        self.hash.add(&ev);
-        if let Some(w) = self.trace_out.as_mut() {
-            if let Ok(line) = serde_json::to_vec(&ev) {
-                let _ = w.write_all(&line);
-                let _ = w.write_all(b"\n");
-            }
-        }
-        // A replica whose state came from elsewhere than its own execution:
-        // its session table is judged against the log (at the state after
-        // the step, which is consistent with itself).
-        let taken = match &ev.action {
-            Action::InstallSnapshot { .. } => Some("after installing a snapshot"),
-            Action::BecomeLeader {
-                snapshot_from: Some(_),
-                ..
-            } => Some("after installing a promised snapshot"),
-            Action::Recover { .. } => Some("after a restart"),
-            _ => None,
-        };
-        if let Some(when) = taken {
-            if let Some(rep) = self
-                .nodes
-                .get(ev.replica as usize)
-                .and_then(|n| n.replica.as_ref())
-            {
-                self.checker
-                    .state_taken(ev.replica, when, rep.state_machine());
-            }
-        }
-        if matches!(ev.action, Action::BecomeLeader { .. }) {
-            self.elections += 1;
-        }
-        // Last, so that the executed value moves into the checker.
-        if let Action::Execute { slot, value, .. } = ev.action {
-            self.checker.executed(ev.replica, slot, value);
-        }
-    }
-
-    fn send(&mut self, from: ReplicaId, to: ReplicaId, msg: Message) {
-        if to as usize >= self.s.n {
-            return;
-        }
-        if let Sent::Delivered {
-            arrival,
-            epoch,
-            duplicate,
-        } = self.net.send(&mut self.rng, self.now, from, to)
-        {
-            if let Some(later) = duplicate {
-                self.at(
-                    later,
-                    Ev::Deliver {
-                        to,
-                        from,
-                        epoch,
-                        msg: msg.clone(),
-                    },
-                );
-            }
-            self.at(
-                arrival,
-                Ev::Deliver {
-                    to,
-                    from,
-                    epoch,
-                    msg,
-                },
-            );
-        }
-    }
-
-    pub(crate) fn restart(&mut self, r: ReplicaId) {
-        if self.nodes[r as usize].replica.is_some() {
-            return;
-        }
-        let durable = self.nodes[r as usize].disk.durable();
-        let cfg = core_config(&self.s);
-        let rep = Replica::recover(r, cfg, durable, self.rng.fork());
-        let node = &mut self.nodes[r as usize];
-        node.replica = Some(rep);
-        node.cpu.inbox.push_back(Input::Start);
-        node.disk.restart(self.now);
-        self.start_heap(r);
-        self.kick(r);
-    }
-
-    fn finish(mut self) -> RunOutput {
-        for (i, n) in self.nodes.iter().enumerate() {
-            if let Some(rep) = n.replica.as_ref() {
-                self.checker.state_taken(
-                    i as ReplicaId,
-                    "at the end of the run",
-                    rep.state_machine(),
-                );
-            }
-        }
-        let finals: Vec<(ReplicaId, Slot, u64)> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| {
-                n.replica
-                    .as_ref()
-                    .map(|r| (i as ReplicaId, r.last_executed(), r.executed_digest()))
-            })
-            .collect();
-        let states: Vec<_> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| {
-                n.replica.as_ref().map(|r| {
-                    (
-                        i as ReplicaId,
-                        r.last_executed(),
-                        r.state_machine().kv.clone(),
-                    )
-                })
-            })
-            .collect();
-        let violations = self.checker.finish(
-            &self.clients.history,
-            &self.clients.requests,
-            &finals,
-            &states,
-        );
-        let _ = self.trace_out.as_mut().map(|w| w.flush());
-        let end = self.end;
-        let gc = self
-            .nodes
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, n)| {
-                let (_, speed) = n.cpu.slots(n.mutator_cores());
-                let busy = n.cpu.busy_cores(speed);
-                n.heap
-                    .as_mut()
-                    .map(|h| (i as ReplicaId, h.finish(end, busy)))
-            })
-            .collect();
-        self.faults.dropped_messages = self.net.dropped;
-        self.faults.duplicated_messages = self.net.duplicated;
-        RunOutput {
-            history: self.clients.history,
-            latencies: self.clients.latencies,
-            faults: self.faults,
-            violations,
-            trace_hash: self.hash.value(),
-            events: self.events,
-            end: self.end,
-            final_last_executed: finals.iter().map(|f| f.1).collect(),
-            gc,
-            elections: self.elections,
-            gc_log: self.gc_log,
-        }
     }
 }
 
@@ -837,11 +383,6 @@ pub fn core_config(s: &Scenario) -> Config {
         commit_on_accept: s.commit_on_accept,
         pre_vote: s.pre_vote,
         session_limit: s.session_limit,
-        session_tombstones: s.session_tombstones,
-        // Registering clients (the default) are served as the real
-        // replica serves them: registered ids only; legacy clients
-        // (`--legacy-clients`) need the legacy rules.
-        registered_clients_only: !s.legacy_clients,
         injected_bug: s.bug,
     }
 }

@@ -154,7 +154,7 @@ impl Replica {
             Action::InstallSnapshot {
                 from,
                 last_executed: le,
-                sessions: self.sm.sessions_summary(self.session_bounds()),
+                sessions: self.sm.sessions_summary(self.cfg.session_limit),
             },
             out,
         );
@@ -185,8 +185,7 @@ impl Replica {
         let done: Vec<(ClientId, Seq)> = self
             .waiting
             .iter()
-            // As first attempts: a retry is answered once its slot executes.
-            .filter(|(c, s)| self.sm.lookup(*c, *s, false).is_some())
+            .filter(|(c, s)| self.sm.lookup(*c, *s).is_some())
             .copied()
             .collect();
         for (client, seq) in done {
@@ -194,7 +193,7 @@ impl Replica {
             if let Some(l) = self.role.as_leader_mut() {
                 l.queued.remove(&(client, seq));
             }
-            if let Some(o) = self.sm.lookup(client, seq, false) {
+            if let Some(o) = self.sm.lookup(client, seq) {
                 out.push(Output::Reply {
                     client,
                     seq,

@@ -6,7 +6,6 @@
 use crate::io::{Output, Timer};
 use crate::message::Message;
 use crate::quorum::VoteSet;
-use crate::sessions::Bounds;
 use crate::state_machine::{digest_step, ExecBugs, Outcome};
 use crate::trace::{value_ids, Action};
 use crate::types::{Ballot, InstanceState, Op, ReplicaId, Request, Slot};
@@ -26,13 +25,6 @@ fn request_bytes(req: &Request) -> u64 {
 }
 
 impl Replica {
-    pub(super) fn session_bounds(&self) -> Bounds {
-        Bounds {
-            sessions: self.cfg.session_limit,
-            tombstones: self.cfg.session_tombstones,
-        }
-    }
-
     pub(super) fn after_commit(&mut self, out: &mut Vec<Output>) {
         self.advance_transfer(out);
         self.execute_committed(out);
@@ -54,14 +46,13 @@ impl Replica {
             };
             let bugs = ExecBugs {
                 execute_duplicate: injected!(self.cfg, ExecuteDuplicate),
-                ignore_retry_flag: injected!(self.cfg, IgnoreRetryFlag),
                 failed_cas_writes: injected!(self.cfg, FailedCasWrites),
                 registered_no_expiry: injected!(self.cfg, RegisteredNoExpiry),
             };
             let mut applied = 0u32;
             for req in value.requests() {
                 self.executed_bytes += request_bytes(req);
-                let outcome = self.sm.execute_checked(req, self.session_bounds(), bugs);
+                let outcome = self.sm.execute_checked(req, self.cfg.session_limit, bugs);
                 if matches!(outcome, Outcome::Applied(_)) {
                     applied += 1;
                     // A Register changes the session table only: no
@@ -91,7 +82,7 @@ impl Replica {
             self.sm.digest = digest_step(self.sm.digest, slot, &value);
             self.sm.last_executed = slot;
             if self.cfg.trace {
-                let sessions = self.sm.sessions_summary(self.session_bounds());
+                let sessions = self.sm.sessions_summary(self.cfg.session_limit);
                 self.emit(
                     Action::Execute {
                         slot,

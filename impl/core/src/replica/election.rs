@@ -337,7 +337,7 @@ impl Replica {
             }
         }
         let sessions = if self.cfg.trace {
-            self.sm.sessions_summary(self.session_bounds())
+            self.sm.sessions_summary(self.cfg.session_limit)
         } else {
             SessionsSummary::default()
         };

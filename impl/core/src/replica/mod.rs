@@ -16,7 +16,8 @@
 //! | `durability.rs` | the persist barrier: outputs held until what they depend on is durable |
 //! | `catch_up.rs` | trimming, catch-up and snapshot installation |
 //! | `pre_vote.rs` | pre-vote and leader stickiness: the election timer asks before it raises the ballot |
-//! | `gc.rs` | GC coordination (Blade): grants within a budget, leadership hand-off before a leader collects |
+//! | `gc.rs` | GC coordination (Blade): a replica's collection, the leader's grants within a budget |
+//! | `handoff.rs` | a due leader's hand-off of its leadership before it collects (`TimeoutNow`) |
 //! | `ignore.rs` | the named reasons an input is ignored, counted |
 //! | `invariants.rs` | `check_invariants`, run after every step in debug builds |
 //!
@@ -32,6 +33,7 @@ mod commit;
 mod durability;
 mod election;
 mod gc;
+mod handoff;
 mod ignore;
 mod invariants;
 mod pre_vote;
@@ -276,12 +278,21 @@ impl Replica {
             Input::StorageAlarm { full } => self.storage_full = full,
         }
         if cfg!(debug_assertions) || self.cfg.check_invariants {
-            if let Err(e) = self.check_invariants() {
-                panic!(
-                    "replica {} at {}: invariant violated: {e}",
-                    self.id, self.now
-                );
-            }
+            self.stop_on_a_broken_invariant();
+        }
+    }
+
+    /// Stops the process when an invariant is broken: that is a bug of
+    /// the core, not input from outside, and stopping at the step that
+    /// broke it is what debug builds and the simulator ask for
+    /// (`Config::check_invariants`).
+    #[allow(clippy::panic)]
+    fn stop_on_a_broken_invariant(&self) {
+        if let Err(e) = self.check_invariants() {
+            panic!(
+                "replica {} at {}: invariant violated: {e}",
+                self.id, self.now
+            );
         }
     }
 
@@ -297,7 +308,7 @@ impl Replica {
         if self.recovered {
             self.emit(
                 Action::Recover {
-                    sessions: self.sm.sessions_summary(self.session_bounds()),
+                    sessions: self.sm.sessions_summary(self.cfg.session_limit),
                 },
                 out,
             );

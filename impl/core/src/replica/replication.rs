@@ -27,7 +27,7 @@ pub(super) struct Votes {
 
 impl Replica {
     pub(super) fn on_request(&mut self, req: Request, out: &mut Vec<Output>) {
-        let (client, seq, retry) = (req.client, req.seq, req.retry);
+        let (client, seq) = (req.client, req.seq);
         // Seq 0 is reserved for `Register` (`Request::malformed`): refused
         // here, never proposed.
         if req.malformed().is_some() {
@@ -38,13 +38,13 @@ impl Replica {
             });
             return;
         }
-        // A replica that serves registered clients only refuses any other
-        // id here (`Config::registered_clients_only`): definite, nothing
-        // proposed; the client registers and continues under its new id.
-        // Reads are the exception: they change nothing, need no session,
-        // and such a replica never puts an unregistered client's read in
-        // the log (below), so a read-only client need not register.
-        let unregistered = self.cfg.registered_clients_only && !is_registered_id(client);
+        // Only ids the log assigned are served: any other id is refused
+        // here, definite, nothing proposed; the client registers and
+        // continues under its new id. A `Register` passes (its id is a
+        // nonce), and so does a read: it changes nothing, needs no
+        // session, and is never put in the log (below), so a read-only
+        // client need not register.
+        let unregistered = !is_registered_id(client);
         if unregistered && !matches!(req.op, Op::Register | Op::Get { .. }) {
             out.push(Output::Reply {
                 client,
@@ -78,21 +78,17 @@ impl Replica {
             });
             return;
         };
-        let flagged = retry && !injected!(self.cfg, IgnoreRetryFlag);
         // A `Register` (seq 0) is never answered early: it executes each
         // time it is chosen. Nor is an id this replica has not seen
-        // assigned (`Snapshot::lookup`). Nor is an unregistered client's
-        // read under registered-only serving: it has no session to look up,
-        // and once legacy tombstones were forgotten (a table from before
-        // the switch) the legacy rule would call its second read expired.
+        // assigned (`Snapshot::lookup`), nor an unregistered id's read
+        // (it has no session to look up).
         let session = if unregistered {
             None
         } else {
-            self.sm.lookup(client, seq, flagged)
+            self.sm.lookup(client, seq)
         };
         if let Some(outcome) = session {
-            let no_expiry = injected!(self.cfg, RegisteredNoExpiry)
-                && crate::sessions::is_registered_id(client);
+            let no_expiry = injected!(self.cfg, RegisteredNoExpiry);
             if !(no_expiry && outcome == Outcome::Expired) {
                 out.push(Output::Reply {
                     client,
@@ -103,7 +99,7 @@ impl Replica {
             }
         }
         if l.queued.contains(&(client, seq)) {
-            // A retry of a request in flight: answered when it executes.
+            // A resend of a request in flight: answered when it executes.
             self.waiting.insert((client, seq));
             return;
         }
@@ -125,11 +121,11 @@ impl Replica {
             });
             return;
         }
-        // A read of a client without a session goes through the log once
-        // tombstones have been forgotten, so that the client's first
-        // request takes a session: a later request of an unknown client
-        // above seq 1 is then expired (`sessions.rs`).
-        let read_in_log = !unregistered && self.sm.sessions.first_request_takes_session(client);
+        // A read of a registered id without a session goes through the
+        // log: it is expired or unknown, which only execution may decide
+        // for an id this replica has not seen assigned. Any other read is
+        // served outside the log (ReadIndex).
+        let read_in_log = !unregistered && self.sm.sessions.get(&client).is_none();
         if let Op::Get { key } = req.op {
             if !read_in_log {
                 return self.queue_read(client, seq, key, out);
@@ -138,7 +134,6 @@ impl Replica {
                 client,
                 seq,
                 op: Op::Get { key },
-                retry,
             };
             if let Some(l) = self.role.as_leader_mut() {
                 l.queued.insert((client, seq));

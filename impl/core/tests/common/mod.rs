@@ -42,8 +42,6 @@ pub fn test_config(n: usize) -> Config {
         // prevote.txt and the property tests turn it on.
         pre_vote: false,
         session_limit: usize::MAX,
-        session_tombstones: 0,
-        registered_clients_only: false,
         injected_bug: None,
     }
 }
@@ -401,6 +399,29 @@ impl Cluster {
             .filter(|n| n.up && n.replica.role() == Role::Leader)
             .max_by_key(|n| n.replica.ballot())
             .map(|n| n.replica.id())
+    }
+
+    /// The id the log assigned to the `Register` of `nonce`, if a reply
+    /// told it (the first, if it was resent and executed twice).
+    pub fn registered(&self, nonce: u64) -> Option<ClientId> {
+        self.replies.iter().find_map(|r| match r {
+            (_, n, 0, Reply::Registered { client }) if *n == nonce => Some(*client),
+            _ => None,
+        })
+    }
+
+    /// Registers a client through replica `at`, running the cluster fairly
+    /// until the reply arrives (at most 1,000 time units): the id the log
+    /// assigned.
+    pub fn register(&mut self, at: ReplicaId, nonce: u64) -> Option<ClientId> {
+        self.input(at, Input::Request(Request::register(nonce)));
+        for _ in 0..100 {
+            if let Some(id) = self.registered(nonce) {
+                return Some(id);
+            }
+            self.run_fair(10);
+        }
+        self.registered(nonce)
     }
 
     pub fn reply_for(&self, client: u64, seq: u64) -> Option<&Reply> {

@@ -30,11 +30,11 @@
 //! | `dup A->B` | delivers the oldest message of a link and keeps it queued |
 //! | `sync ID\|all [token=N]` | the disk reports the newest persist durable (or token N) |
 //! | `crash ID`, `restart ID` | loses unsynced records and memory; recovers from the synced records |
-//! | `request ID C/S OP` | replica ID receives client C's request number S (`put k v`, `get k`, `del k`, `cas k from\|- to`) |
+//! | `request ID C/S OP` | replica ID receives client C's request number S (`put k v`, `get k`, `del k`, `cas k from\|- to`, or `register` with S = 0 and C a nonce); `rK` is the K-th id the log assigns |
 //! | `gc-due ID [HEADROOM]`, `gc-done ID` | the driver's collector reports a collection due (bytes of headroom, default 1 MiB), or over |
 //! | `storage-alarm ID on\|off` | the driver's log cannot write (a full disk), or can again |
 //! | `run DT [elections]` | fair schedule for DT (sync, deliver, fire timers); prints the collections started and the replies only, and with `elections` the election steps traced (pre-votes, elections, step-downs, hand-offs) |
-//! | `load ID puts=N [client=C] [every=DT]` | N puts of distinct keys to ID, each followed by `run DT` |
+//! | `load ID puts=N [client=NONCE] [every=DT]` | a client registers through ID, then N puts of distinct keys to ID, each followed by `run DT` |
 //! | `status [ID…]` | role, ballot, indexes, tokens, queues and ignored inputs |
 //! | `log ID`, `kv ID`, `net` | a replica's log, its key-value state, the queued messages |
 //!
@@ -195,7 +195,7 @@ impl Interp {
         if out.is_empty() {
             out.push_str("ok\n");
         }
-        out
+        syntax::name_registered(&out)
     }
 
     fn cluster(&mut self) -> Result<&mut Cluster, String> {
@@ -388,7 +388,6 @@ impl Interp {
                 "gc_handoff_eager" => cfg.gc_handoff_eager = v == "true",
                 "commit_on_accept" => cfg.commit_on_accept = v == "true",
                 "pre_vote" => cfg.pre_vote = v == "true",
-                "registered_clients_only" => cfg.registered_clients_only = v == "true",
                 other => return Err(format!("unknown config '{other}'")),
             }
         }
@@ -499,7 +498,7 @@ impl Interp {
         c.record = true;
         let collected: Vec<ReplicaId> = c.collections[collections..].to_vec();
         // Consecutive replies of one replica with the same answer share a
-        // line: `0: reply 101/1 … 140/1 done (40 replies)`.
+        // line: `0: reply r0/1 … r0/40 done (40 replies)`.
         let mut runs: Vec<(ReplicaId, String, String, String, usize)> = Vec::new();
         for (id, client, seq, reply) in &c.replies[replies..] {
             let (req, text) = (format!("{client}/{seq}"), syntax::reply(reply));
@@ -524,26 +523,40 @@ impl Interp {
         Ok(out)
     }
 
+    /// `load ID puts=N [client=NONCE] [every=DT]`: one client registers
+    /// through replica ID under NONCE (default 100), then sends N puts
+    /// (keys k1…kN, seqs 1…N) to it, one every DT, the cluster running
+    /// fairly in between. Prints the replies.
     fn load(&mut self, args: &[&str]) -> Result<String, String> {
-        let id = self.replica(args.first().ok_or("load ID puts=N [client=C] [every=DT]")?)?;
-        let (mut puts, mut client, mut every) = (0u64, 100u64, 50);
+        let id = self.replica(
+            args.first()
+                .ok_or("load ID puts=N [client=NONCE] [every=DT]")?,
+        )?;
+        let (mut puts, mut nonce, mut every) = (0u64, 100u64, 50);
         for a in &args[1..] {
             match a.split_once('=') {
                 Some(("puts", v)) => puts = number(v)?,
-                Some(("client", v)) => client = number(v)?,
+                Some(("client", v)) => nonce = number(v)?,
                 Some(("every", v)) => every = duration(v)?,
                 _ => return Err(format!("unknown load option '{a}'")),
             }
         }
-        self.run_quietly(|c| {
+        let mut client = None;
+        let out = self.run_quietly(|c| {
+            client = c.register(id, nonce);
             for i in 1..=puts {
+                let Some(client) = client else { break };
                 c.input(
                     id,
-                    Input::Request(crate::common::put(client + i, 1, &format!("k{i}"), "v")),
+                    Input::Request(crate::common::put(client, i, &format!("k{i}"), "v")),
                 );
                 c.run_fair(every);
             }
-        })
+        })?;
+        if client.is_none() {
+            return Err(format!("{out}the client did not get registered"));
+        }
+        Ok(out)
     }
 
     fn status(&mut self, args: &[&str]) -> Result<String, String> {

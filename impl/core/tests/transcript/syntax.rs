@@ -3,11 +3,18 @@
 //! a line of output can be pasted into a `send` command.
 //!
 //! ```text
-//! request   7/1 put k v   7/1 get k   7/1 del k   7/1 cas k - v   (- = absent)
-//! value     noop   [7/1 put k v, 8/1 get k]
-//! instance  2@257 inprogress [7/1 put k v]     (slot@ballot state value)
+//! request   r0/1 put k v   r0/1 get k   r0/1 del k   r0/1 cas k - v   (- = absent)
+//!           5/0 register   7/1 get k
+//! value     noop   [r0/1 put k v, r1/1 get k]
+//! instance  2@257 inprogress [r0/1 put k v]     (slot@ballot state value)
 //! message   Accept ballot=257 slot=2 value=noop
 //! ```
+//!
+//! A client id the log assigns, 2^63 + k (`REGISTERED_BASE`), is written
+//! `rk` wherever it appears, trace events included ([`name_registered`]):
+//! `r0` is the first client registered. Ids below 2^63 are written as
+//! numbers: the nonces of `register` requests, and readers that did not
+//! register.
 
 use std::sync::Arc;
 
@@ -35,10 +42,50 @@ pub fn op(o: &Op) -> String {
     }
 }
 
-/// `client/seq [retry] op`: the flag is written only when set.
+/// `client/seq op`.
 pub fn request(r: &Request) -> String {
-    let retry = if r.retry { " retry" } else { "" };
-    format!("{}/{}{retry} {}", r.client, r.seq, op(&r.op))
+    format!("{}/{} {}", r.client, r.seq, op(&r.op))
+}
+
+/// `text` with every decimal number at or above `REGISTERED_BASE` (only
+/// client ids are that large: ballots, slots and times never are)
+/// written `rk`.
+pub fn name_registered(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        match digits.parse::<u64>() {
+            Ok(n) if n >= REGISTERED_BASE && digits.len() >= 19 => {
+                out.push_str(&format!("r{}", n - REGISTERED_BASE))
+            }
+            _ => out.push_str(digits),
+        }
+        digits.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
+/// A client id: `rk` (the k-th id the log assigns) or a number.
+pub fn client_id(w: &str) -> Result<u64, String> {
+    match w.strip_prefix('r') {
+        Some(k) => k
+            .parse::<u64>()
+            .ok()
+            .and_then(|k| REGISTERED_BASE.checked_add(k))
+            .ok_or_else(|| format!("'{w}' is not a client id (rK or a number)")),
+        None => w
+            .parse()
+            .map_err(|_| format!("'{w}' is not a client id (rK or a number)")),
+    }
 }
 
 pub fn value(v: &Value) -> String {
@@ -288,13 +335,15 @@ impl<'a> Parser<'a> {
     }
 
     pub fn request(&mut self) -> Result<Request, String> {
-        let (client, seq) = self.pair('/')?;
-        let mut word = self.word()?;
-        let retry = word == "retry";
-        if retry {
-            word = self.word()?;
-        }
-        let op = match word {
+        let w = self.word()?;
+        let (client, seq) = w
+            .split_once('/')
+            .ok_or_else(|| format!("expected CLIENT/SEQ, got '{w}'"))?;
+        let client = client_id(client)?;
+        let seq = seq
+            .parse::<u64>()
+            .map_err(|_| format!("'{seq}' is not a number in '{w}'"))?;
+        let op = match self.word()? {
             "get" => Op::Get { key: self.bytes()? },
             "put" => Op::Put {
                 key: self.bytes()?,
@@ -320,12 +369,7 @@ impl<'a> Parser<'a> {
                 ))
             }
         };
-        Ok(Request {
-            client,
-            seq,
-            op,
-            retry,
-        })
+        Ok(Request { client, seq, op })
     }
 
     /// `[item, item]`, each parsed by `item`.

@@ -55,21 +55,11 @@ pub async fn serve(
             return Ok(());
         };
         match wire::decode::<ClientRequest>(&body) {
-            Ok(ClientRequest::Op {
-                client,
-                seq,
-                op,
-                retry,
-            }) => {
+            Ok(ClientRequest::Op { client, seq, op }) => {
                 if events
                     .send(Event::Client {
                         reply: slot,
-                        req: Request {
-                            client,
-                            seq,
-                            op,
-                            retry,
-                        },
+                        req: Request { client, seq, op },
                     })
                     .await
                     .is_err()

@@ -27,8 +27,8 @@ use crate::wire::ClientResponse;
 /// forgotten (`stutter_core::sessions`). Until a registration succeeds,
 /// a write line is answered as the registration was (a redirect, or
 /// `retry`): the write itself was not sent. Reads need no session (a
-/// replica serving registered clients only takes them from any id and
-/// never logs them), so a connection that only reads costs no consensus
+/// replica takes them from any id and never logs them), so a connection
+/// that only reads costs no consensus
 /// round, and a read is answered by whichever replica the connection
 /// reached as before (a follower redirects it).
 pub async fn serve(
@@ -77,7 +77,7 @@ pub async fn serve(
                         if events
                             .send(Event::Client {
                                 reply: slot,
-                                req: Request::register(nonce, false),
+                                req: Request::register(nonce),
                             })
                             .await
                             .is_err()
@@ -123,8 +123,8 @@ pub async fn serve(
                 let Ok(slot) = tx.clone().reserve_owned().await else {
                     return Ok(());
                 };
-                // Never a retry: each line is a new seq; a line whose
-                // outcome is unknown is not resent under it.
+                // Each line is a new seq; a line whose outcome is unknown
+                // is not resent under it.
                 if events
                     .send(Event::Client {
                         reply: slot,

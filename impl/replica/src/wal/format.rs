@@ -1,6 +1,6 @@
 //! The log's record format: `[len u32 LE][crc u32 LE][bincode Record]`,
-//! the CRC over the segment's number (none for the legacy file and
-//! `snapshot.bin`) and the body; and segment file names.
+//! the CRC over the segment's number (none for `snapshot.bin`) and the
+//! body; and segment file names.
 
 use stutter_core::Record;
 
@@ -19,7 +19,7 @@ pub(super) fn parse_segment_name(name: &str) -> Option<u64> {
         .ok()
 }
 
-/// CRC of a record body in segment `seq` (0: the legacy file, body only).
+/// CRC of a record body in segment `seq` (0: `snapshot.bin`, body only).
 pub(super) fn crc(seq: u64, body: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     if seq > 0 {
@@ -29,7 +29,7 @@ pub(super) fn crc(seq: u64, body: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// The records of segment `seq` (0: the legacy file) from its start up to
+/// The records of segment `seq` from its start up to
 /// the first torn, corrupt or stale record, and how many bytes they take.
 pub fn decode_segment(bytes: &[u8], seq: u64) -> (Vec<Record>, usize) {
     let mut off = 0;

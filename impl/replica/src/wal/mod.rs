@@ -29,9 +29,6 @@
 //! After each sync, `synced.marks` records how far each segment is synced
 //! (`marks.rs`), so that recovery can tell a record damaged after it was
 //! synced from a torn unsynced tail.
-//!
-//! A `wal.log` from before segments (plain CRC of the body) is replayed
-//! first and deleted once a snapshot covers it.
 
 mod format;
 mod mailbox;
@@ -59,8 +56,9 @@ pub use recovery::{
 use snapshot::Snapshots;
 use spares::{Prep, Preparer, Spares};
 
-const LEGACY: &str = "wal.log";
 const SNAPSHOT: &str = "snapshot.bin";
+/// The log file of versions before segments, refused at open.
+const SINGLE_FILE_LOG: &str = "wal.log";
 /// Size of a preallocated segment. A record that does not fit in what is
 /// left starts the next segment (one larger than this gets a segment of its
 /// own, extended by appending). Small under simulation: a simulated disk
@@ -93,6 +91,7 @@ fn other(e: impl std::fmt::Display) -> std::io::Error {
 /// Lowers the calling thread's CPU priority: snapshot writing and segment
 /// preparation are background work that must not delay the protocol loops
 /// and group commits on a machine with few cores.
+#[allow(unsafe_code)]
 fn background_priority() {
     // SAFETY: gettid and setpriority on the calling thread only.
     unsafe {
@@ -106,7 +105,6 @@ fn background_priority() {
 struct Sealed {
     path: PathBuf,
     max_slot: Slot,
-    legacy: bool,
     /// Segment number and the end of its records (its sync mark).
     seq: u64,
     end: u64,
@@ -175,6 +173,16 @@ impl Wal {
         segment_size: u64,
     ) -> std::io::Result<(Wal, DurableState)> {
         fs::create_dir_all(dir)?;
+        // The single-file log of early versions is not read: starting
+        // without the acceptor state it holds would be amnesia (a replica
+        // that forgot its promises must not vote), so refuse to start.
+        if fs::metadata(dir.join(SINGLE_FILE_LOG)).is_ok() {
+            return Err(other(format!(
+                "{}: a single-file write-ahead log, which this version does not read; \
+                 move the data directory aside and let the replica catch up from its peers",
+                dir.join(SINGLE_FILE_LOG).display()
+            )));
+        }
         let mut state = DurableState::default();
         let mut snapshot_trimmed = 0;
         let snapshot_path = dir.join(SNAPSHOT);
@@ -196,25 +204,14 @@ impl Wal {
         }
         seqs.sort_unstable();
         let (generation, marks) = marks::read_marks(dir)?;
-        let restart = !seqs.is_empty()
-            || fs::metadata(&snapshot_path).is_ok()
-            || fs::metadata(dir.join(LEGACY)).is_ok();
+        let restart = !seqs.is_empty() || fs::metadata(&snapshot_path).is_ok();
         let mut sealed = Vec::new();
         let mut records = 0usize;
         let mut bytes_total = 0u64;
-        let legacy = dir.join(LEGACY);
-        let mut files: Vec<(u64, PathBuf)> = Vec::new();
-        if fs::metadata(&legacy).is_ok() {
-            files.push((0, legacy));
-        }
-        files.extend(seqs.iter().map(|s| (*s, dir.join(segment_name(*s)))));
-        for (seq, path) in files {
+        for seq in seqs.iter().copied() {
+            let path = dir.join(segment_name(seq));
             let bytes = read_twice(&path)?;
-            let synced = if seq == 0 {
-                0
-            } else {
-                marks.get(&seq).copied().unwrap_or(0)
-            };
+            let synced = marks.get(&seq).copied().unwrap_or(0);
             let scan = scan_segment(&bytes, seq, &path.display().to_string(), synced)
                 .map_err(Damaged::into_io)?;
             let mut max_slot = Slot::ZERO;
@@ -236,7 +233,6 @@ impl Wal {
             sealed.push(Sealed {
                 path,
                 max_slot,
-                legacy: seq == 0,
                 seq,
                 end: scan.valid as u64,
             });
@@ -424,7 +420,6 @@ impl Wal {
         self.sealed.push(Sealed {
             path: self.dir.join(segment_name(old.seq)),
             max_slot: old.max_slot,
-            legacy: false,
             seq: old.seq,
             end: old.off,
         });
@@ -486,11 +481,7 @@ impl Wal {
         if let Marker::Off = self.marker {
             return;
         }
-        let sealed = self
-            .sealed
-            .iter()
-            .filter(|s| !s.legacy)
-            .map(|s| (s.seq, s.end));
+        let sealed = self.sealed.iter().map(|s| (s.seq, s.end));
         let mut marks: Vec<(u64, u64)> = sealed.chain([(self.cur.seq, self.cur.off)]).collect();
         if marks.len() > MAX_MARKS {
             marks.drain(..marks.len() - MAX_MARKS);

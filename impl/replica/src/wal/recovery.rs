@@ -4,7 +4,7 @@
 //! vote (issue 16). Pure functions over the bytes read, so that every case
 //! is testable without a disk; `mod.rs` does the reading.
 //!
-//! The rules, per segment (and for the legacy `wal.log`):
+//! The rules, per segment:
 //! - the records from the start up to the first record that fails (torn,
 //!   bad CRC, stale from a recycled life, implausible) are the segment;
 //! - if any valid record of this segment lies anywhere after that point,
@@ -93,7 +93,7 @@ pub struct Scan {
     pub valid: usize,
 }
 
-/// Judges the bytes of segment `seq` (0: the legacy file) named `file`,
+/// Judges the bytes of segment `seq` named `file`,
 /// known to be synced up to byte `synced` (0: not known).
 pub fn scan_segment(bytes: &[u8], seq: u64, file: &str, synced: u64) -> Result<Scan, Damaged> {
     let mut off = 0;

@@ -87,7 +87,7 @@ impl Preparer {
     fn handle(&mut self, msg: Prep) -> Option<Spare> {
         match msg {
             Prep::Retire(s) => {
-                if !s.legacy && self.recyclable.len() < MAX_RECYCLABLE {
+                if self.recyclable.len() < MAX_RECYCLABLE {
                     self.recyclable.push(s.path);
                 } else if let Err(e) = fs::remove_file(&s.path) {
                     tracing::warn!(path = %s.path.display(), error = %e, "removing a retired segment failed");

@@ -1,5 +1,5 @@
 //! Tests of the write-ahead log: recovery, torn and corrupt tails,
-//! segments, snapshots, recycling, the legacy file, implausible records.
+//! segments, snapshots, recycling, implausible records.
 
 use stutter_core::{Snapshot, Value};
 
@@ -22,7 +22,6 @@ fn big(slot: u64, ballot: u64, bytes: usize) -> Record {
             key: "k".into(),
             value: vec![b'x'; bytes].into(),
         },
-        retry: false,
     };
     Record::Accept {
         slot: Slot(slot),
@@ -379,27 +378,21 @@ fn records_with_impossible_slots_or_ballots_end_replay_like_corruption() {
 }
 
 #[test]
-fn legacy_single_file_log_is_replayed() {
+fn a_single_file_log_of_an_early_version_is_refused_not_ignored() {
     let dir = tempfile::tempdir().unwrap();
-    let mut bytes = Vec::new();
-    for rec in [Record::Ballot(Ballot(5)), accept(1, 5), accept(2, 5)] {
-        let body = bincode::serialize(&rec).unwrap();
-        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        bytes.extend_from_slice(&body);
-    }
-    std::fs::write(dir.path().join(LEGACY), &bytes).unwrap();
-    let (mut w, s) = Wal::open(dir.path(), true).unwrap();
-    assert_eq!(s.ballot, Ballot(5));
-    assert_eq!(s.accepted.len(), 2);
-    w.append(vec![accept(3, 5)]).unwrap();
-    w.sync().unwrap();
-    drop(w);
-    let (_, s) = Wal::open(dir.path(), true).unwrap();
-    assert_eq!(
-        s.accepted.keys().map(|k| k.0).collect::<Vec<_>>(),
-        vec![1, 2, 3]
-    );
+    let body = bincode::serialize(&Record::Ballot(Ballot(5))).unwrap();
+    let mut bytes = (body.len() as u32).to_le_bytes().to_vec();
+    bytes.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    std::fs::write(dir.path().join(SINGLE_FILE_LOG), &bytes).unwrap();
+    let err = Wal::open(dir.path(), true).err().expect("refused");
+    assert!(err.to_string().contains("single-file"), "{err}");
+    // Nothing was created beside it.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from(SINGLE_FILE_LOG)]);
 }
 
 // ----- torn tails against damage (recovery.rs, issue 16) -----

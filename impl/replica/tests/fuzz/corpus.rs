@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use stutter_core::sessions::Bounds;
 use stutter_core::{
     Ballot, Instance, InstanceState, Message, Op, Record, Reply, Request, Role, Session,
     SessionTable, Slot, Snapshot, Value,
@@ -12,14 +11,8 @@ use stutter_core::{
 use stutter_replica::peer_auth::{ClusterKey, FrameOpener, FrameSealer, Hello, NONCE_LEN};
 use stutter_replica::wire::{self, ClientRequest, ClientResponse, GcStatus, StatusInfo};
 
-/// Every other request is flagged a retry, so both encodings are mutated.
 fn req(client: u64, seq: u64, op: Op) -> Request {
-    Request {
-        client,
-        seq,
-        op,
-        retry: seq & 1 == 0,
-    }
+    Request { client, seq, op }
 }
 
 pub fn ops() -> Vec<Op> {
@@ -47,7 +40,7 @@ fn batch() -> Value {
     let mut reqs: Vec<_> = ops()
         .into_iter()
         .enumerate()
-        .map(|(i, op)| req(7, i as u64 + 1, op))
+        .map(|(i, op)| req(stutter_core::REGISTERED_BASE + 7, i as u64 + 1, op))
         .collect();
     reqs.push(req(8, 0, Op::Register));
     Value::Batch(Arc::new(reqs))
@@ -57,44 +50,32 @@ pub fn snapshot() -> Snapshot {
     let mut kv = BTreeMap::new();
     kv.insert("a".into(), "1".into());
     kv.insert("bb".into(), "22".into());
-    // A bounded table that has evicted and forgotten: its tombstones and
-    // count are decoded (and validated) too.
-    let bounds = Bounds {
-        sessions: 2,
-        tombstones: 2,
-    };
+    // A bounded table that has evicted: its counter and the sessions of
+    // the clients it still holds are decoded (and validated) too.
+    let limit = 2;
     let mut sessions = SessionTable::default();
-    for (client, slot) in [(3, 5), (4, 6), (5, 8), (6, 10)] {
-        sessions.record(
-            client,
-            Session {
-                seq: 1,
-                reply: Reply::Done,
-                slot: Slot(slot),
-            },
-            bounds,
-        );
+    for slot in [5, 6, 8, 10] {
+        sessions.register(Slot(slot), limit);
     }
+    let live: Vec<u64> = sessions.iter().map(|(c, _)| *c).collect();
     sessions.record(
-        7,
+        live[0],
         Session {
             seq: 3,
             reply: Reply::Done,
             slot: Slot(39),
         },
-        bounds,
+        limit,
     );
     sessions.record(
-        9,
+        live[1],
         Session {
             seq: 1,
             reply: Reply::Value(Some("x".into())),
-            slot: Slot(12),
+            slot: Slot(40),
         },
-        bounds,
+        limit,
     );
-    // A registered client (the counter and its session are decoded too).
-    sessions.register(Slot(40), bounds);
     Snapshot {
         last_executed: Slot(40),
         kv,
@@ -187,14 +168,12 @@ pub fn requests() -> Vec<ClientRequest> {
             client: 42,
             seq: i as u64 + 1,
             op,
-            retry: i % 2 == 1,
         })
         .collect();
     v.push(ClientRequest::Op {
         client: 43,
         seq: 0,
         op: Op::Register,
-        retry: false,
     });
     v.push(ClientRequest::Status);
     v.push(ClientRequest::Digest);
@@ -326,8 +305,8 @@ pub fn bincode<T: serde::Serialize>(v: &T) -> Vec<u8> {
     bincode::serialize(v).expect("encodes")
 }
 
-/// The CRC a write-ahead-log record carries in segment `seq` (0: the
-/// legacy file and `snapshot.bin`): over the segment number and the body.
+/// The CRC a write-ahead-log record carries in segment `seq` (0:
+/// `snapshot.bin`): over the segment number and the body.
 pub fn wal_crc(seq: u64, body: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     if seq > 0 {

@@ -1,0 +1,1 @@
+"""The parts of the network-namespace campaign that jepsen/run puts together."""
