@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """Turns the main job's outputs (scripts/run) into results/report.md and
-results/report.html, with a latency CDF per GC-pause profile (simulated)
-and the benchmark's p99 against offered load (real cluster).
+results/report.html. It opens with the quick GC comparison (simulated:
+no collector, Go-like and G1-like, each plain and with Blade, at one
+load), then the pause-profile runs, TLC, the swarm, conformance and the
+real cluster. Latency is drawn as percentile curves with a log tail axis
+(scripts/latency_plot.py) from the full percentile tables the simulator
+and the bench write.
 
     python3 scripts/report.py RUN_DIR OUT_DIR
+
+Sections and plots are listed in SECTIONS and PLOTS (the test,
+scripts/test_report.py, checks that each is there).
 """
 import glob
 import html
@@ -16,6 +23,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gc_section  # noqa: E402
+import latency_plot  # noqa: E402
+
+SECTIONS = [gc_section.TITLE, "Simulation: GC-pause profiles (virtual time)", "Model checking (TLC)",
+            "Swarm", "Conformance (trace validated against the spec by TLC)",
+            "Real cluster (3 replicas on this machine)", "Failover"]
+PLOTS = [gc_section.PLOT, "sim-latency-percentiles.png", "bench-latency-percentiles.png", "bench-p99.png"]
 
 
 def read(path):
@@ -38,25 +54,37 @@ def tlc_summary(text):
 
 def sim_plot(run, out):
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    rows = []
+    rows, series = [], []
     for path in sorted(glob.glob(os.path.join(run, "sim-*.json"))):
         s = json.load(open(path))
-        qs = [q for q, _ in s["latency_cdf_ms"]]
-        ms = [max(m, 1e-3) for _, m in s["latency_cdf_ms"]]
         name = os.path.basename(path)[4:-5]
-        ax.plot(ms, qs, marker=".", label=name)
+        t = s["latency_percentiles_ms"]
+        series.append((name, t))
+        # The table's figures are the simulator's own percentiles (its
+        # CDF), not the nearest row of the percentile table.
         p = dict((q, m) for q, m in s["latency_cdf_ms"])
         rows.append((name, s["ok"], s["info"], p.get(0.5), p.get(0.99), p.get(0.999), p.get(1.0),
                      s["faults"]["pauses"], s["faults"]["pause_ms_total"], len(s["violations"])))
-    ax.set_xscale("log")
-    ax.set_xlabel("latency from intended start (ms, virtual time)")
-    ax.set_ylabel("fraction of operations")
-    ax.set_title("Simulated latency CDF by GC-pause profile (3 replicas, seed 1)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    latency_plot.plot(ax, series, "Simulated latency by GC-pause profile (3 replicas, seed 1)",
+                      "latency from intended start (ms, virtual time)")
+    ax.set_yscale("log")
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "sim-latency-cdf.png"), dpi=110)
+    fig.savefig(os.path.join(out, "sim-latency-percentiles.png"), dpi=110)
+    plt.close(fig)
     return rows
+
+
+def bench_percentile_plot(bench, out):
+    series = [(f"{b['offered']:.0f}/s offered", b.get("percentiles")) for b in bench]
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    drawn = latency_plot.plot(ax, series, "Real cluster: latency by offered load (bench, 5-s runs)",
+                              "latency from intended start (ms)")
+    ax.set_yscale("log")
+    fig.tight_layout()
+    if drawn:
+        fig.savefig(os.path.join(out, "bench-latency-percentiles.png"), dpi=110)
+    plt.close(fig)
+    return drawn > 0
 
 
 def main():
@@ -73,33 +101,42 @@ def main():
         sys.argv = ["plot", os.path.join(run, "bench.jsonl"), os.path.join(out, "bench")]
         plot.main()
         have_bench_plot = bool(runs)
+    have_percentiles = bench_percentile_plot(bench, out)
     failover = read(os.path.join(run, "failover.txt")).strip()
 
     md = ["# stutter: main job report", ""]
-    md += ["## Model checking (TLC)", "", f"- model `spec/models/ci_small.cfg`: {tlc['distinct']} distinct states, {tlc['verdict']}", ""]
-    md += ["## Simulation (virtual time)", "", "![latency CDF](sim-latency-cdf.png)", "",
-           "| scenario | ok | info | p50 ms | p99 ms | p99.9 ms | max ms | pauses | paused ms | violations |",
+    md += gc_section.section(run, out, plt)
+    md += [f"## {SECTIONS[1]}", "",
+           "One seed per timer-based pause profile (the simulator's scenarios, docs/simulator.md): "
+           "pauses drawn from a distribution, not from a collector model.", ""]
+    if rows:
+        md += ["![simulated latency percentiles](sim-latency-percentiles.png)", ""]
+    md += ["| scenario | ok | info | p50 ms | p99 ms | p99.9 ms | max ms | pauses | paused ms | violations |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         md.append("| " + " | ".join(str(x if not isinstance(x, float) else f"{x:.2f}") for x in r) + " |")
-    md += ["", *[f"- {s}" for s in swarm], ""]
-    conformance = read(os.path.join(run, "conformance.txt")).strip().splitlines()
-    if conformance:
-        md += ["## Conformance (trace validated against the spec by TLC)", "",
-               *[f"- {l.strip()}" for l in conformance if l.strip()], ""]
-    md += ["## Real cluster (3 replicas on this machine)", ""]
+    md += ["", f"## {SECTIONS[2]}", "",
+           f"- model `spec/models/ci_small.cfg`: {tlc['distinct']} distinct states, {tlc['verdict']}", ""]
+    md += [f"## {SECTIONS[3]}", "", *([f"- {s}" for s in swarm] or ["- no swarm output (swarm.txt)"]), ""]
+    conformance = [l.strip() for l in read(os.path.join(run, "conformance.txt")).splitlines() if l.strip()]
+    md += [f"## {SECTIONS[4]}", "", *([f"- {l}" for l in conformance] or ["- no output (conformance.txt)"]), ""]
+    md += [f"## {SECTIONS[5]}", ""]
     if bench:
         b0 = bench[0]
         if "protocol" in b0:
             md += [f"Open-loop `bench`, workload {b0.get('workload', '?')}, {b0['protocol']} protocol, "
                    f"{b0['connections']} connections × {b0['window']} requests outstanding, "
                    "5-s runs after a 20-s warm-up (`scripts/run`).", ""]
+        if have_percentiles:
+            md += ["![bench latency percentiles](bench-latency-percentiles.png)", ""]
         md += ["| offered/s | ok/s | p50 ms | p99 ms | p99.9 ms | max ms | wrong |", "|---|---|---|---|---|---|---|"]
         for b in bench:
             md.append(f"| {b['offered']:.0f} | {b['achieved']:.0f} | {b['p50_ms']:.2f} | {b['p99_ms']:.2f} | {b['p999_ms']:.2f} | {b['max_ms']:.1f} | {b['wrong']} |")
         if have_bench_plot:
             md += ["", "![p99 vs offered load](bench-p99.png)"]
-    md += ["", f"- {failover}" if failover else ""]
+    else:
+        md += ["- no bench runs (bench.jsonl)"]
+    md += ["", f"## {SECTIONS[6]}", "", f"- {failover}" if failover else "- no failover measured (failover.txt)"]
     text = "\n".join(md) + "\n"
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
@@ -120,6 +157,8 @@ def main():
             body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
         elif line.startswith("- "):
             body.append(f"<p>{html.escape(line[2:])}</p>")
+        elif line.strip():
+            body.append(f"<p>{html.escape(line)}</p>")
     page = "<!doctype html><meta charset=utf-8><title>stutter report</title>"
     page += "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
     joined = "\n".join(body)

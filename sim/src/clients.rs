@@ -266,7 +266,12 @@ impl Clients {
         } else {
             let v = self.next_value;
             self.next_value += 1;
-            self.written.entry(key).or_default().push(v);
+            // Only a cas reads what was written (no random draw depends
+            // on it): without cas, a map that grows with every key
+            // written (millions at the paper's scale) is not kept.
+            if self.w.cas_fraction > 0.0 {
+                self.written.entry(key).or_default().push(v);
+            }
             (F::Write, v, 0)
         };
         let cl = &mut self.clients[c];
@@ -320,15 +325,17 @@ impl Clients {
 
     /// Whether `(client, seq)` is a write or a cas (it changes state).
     pub fn is_update(&self, client: ClientId, seq: Seq) -> bool {
-        let Some((c, g)) = self.owner(client) else {
-            return false;
-        };
+        self.op_of(client, seq).is_some_and(|op| op.f != F::Read)
+    }
+
+    /// The operation a client's request `seq` carries.
+    pub fn op_of(&self, client: ClientId, seq: Seq) -> Option<&HistOp> {
+        let (c, g) = self.owner(client)?;
         let cl = &self.clients[c];
         let i = seq
             .checked_sub(1)
-            .and_then(|s| cl.ops.get(cl.generations.get(g)? + s as usize));
-        i.and_then(|i| self.history.get(*i))
-            .is_some_and(|op| op.f != F::Read)
+            .and_then(|s| cl.ops.get(cl.generations.get(g)? + s as usize))?;
+        self.history.get(*i)
     }
 
     fn send_current(&mut self, c: usize, now: Time, rng: &mut Rng, out: &mut Vec<ClientEvent>) {

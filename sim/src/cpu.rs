@@ -23,6 +23,42 @@ pub struct ServiceTable {
     /// Costs measured on the real node: when set, they replace the five
     /// figures above (`crate::calibration::service`).
     pub steps: Option<StepCosts>,
+    /// Costs per client operation from an allocation profile
+    /// (`crate::profile`): when set, they replace everything above.
+    #[serde(default)]
+    pub per_op: Option<OpCosts>,
+}
+
+/// CPU µs per client operation, by role, as a profile measured them on a
+/// real implementation (its whole process: decoding, protocol, replies).
+/// A request costs its kind at the replica it reaches; an `Accept` costs
+/// a follower the writes it carries; nothing else is charged (it is in
+/// the per-operation figures).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpCosts {
+    pub leader_read: f64,
+    pub leader_write: f64,
+    pub follower_write: f64,
+    /// As [`StepCosts::speed`].
+    pub speed: f64,
+}
+
+impl OpCosts {
+    fn input(&self, input: &Input) -> f64 {
+        let write = |op: &Op| !matches!(op, Op::Get { .. } | Op::Register);
+        match input {
+            Input::Request(r) if write(&r.op) => self.leader_write,
+            Input::Request(_) => self.leader_read,
+            Input::Message {
+                msg: Message::Accept { value, .. },
+                ..
+            } => {
+                let n = value.requests().iter().filter(|r| write(&r.op)).count();
+                self.follower_write * n as f64
+            }
+            _ => 0.0,
+        }
+    }
 }
 
 impl Default for ServiceTable {
@@ -37,6 +73,7 @@ impl Default for ServiceTable {
             persisted: 4,
             per_kb: 2,
             steps: None,
+            per_op: None,
         }
     }
 }
@@ -123,6 +160,9 @@ impl ServiceTable {
     /// The part of a step's cost its input decides; `turn_starts` when the
     /// input begins a turn of the processor.
     pub fn begin(&self, input: &Input, value_size: u64, turn_starts: bool) -> Pending {
+        if let Some(o) = &self.per_op {
+            return Pending(o.input(input));
+        }
         let Some(c) = &self.steps else {
             return Pending(self.cost(input) as f64);
         };
@@ -149,6 +189,9 @@ impl ServiceTable {
     /// A step's whole cost, CPU µs at the replica's speed (fractional:
     /// [`Cpu::whole`] rounds it).
     pub fn end(&self, p: Pending, out: &[Output], value_size: u64) -> f64 {
+        if let Some(o) = &self.per_op {
+            return p.0 / o.speed.max(1e-3);
+        }
         let Some(c) = &self.steps else { return p.0 };
         let mut cost = p.0;
         let mut bytes = 0;
@@ -378,6 +421,50 @@ mod tests {
             let p = t.begin(&input, 500, true);
             assert_eq!(t.end(p, &[], 500), t.cost(&input) as f64);
         }
+    }
+
+    #[test]
+    fn operation_costs_charge_requests_by_kind_and_accepts_by_the_writes_they_carry() {
+        use bytes::Bytes;
+        use stutter_core::Request;
+        let t = ServiceTable {
+            per_op: Some(OpCosts {
+                leader_read: 20.0,
+                leader_write: 30.0,
+                follower_write: 10.0,
+                speed: 0.5,
+            }),
+            ..ServiceTable::default()
+        };
+        let put = Request::new(
+            1,
+            1,
+            Op::Put {
+                key: Bytes::from_static(b"k"),
+                value: Bytes::from_static(b"1"),
+            },
+        );
+        let get = Request::new(
+            1,
+            2,
+            Op::Get {
+                key: Bytes::from_static(b"k"),
+            },
+        );
+        let cost = |i: &Input| t.end(t.begin(i, 500, true), &[], 500);
+        assert_eq!(cost(&Input::Request(put.clone())), 60.0);
+        assert_eq!(cost(&Input::Request(get.clone())), 40.0);
+        let accept = Input::Message {
+            from: 0,
+            msg: Message::Accept {
+                ballot: stutter_core::Ballot(1),
+                slot: stutter_core::Slot(1),
+                value: Value::Batch(std::sync::Arc::new(vec![put.clone(), get, put])),
+                committed: None,
+            },
+        };
+        assert_eq!(cost(&accept), 40.0);
+        assert_eq!(cost(&Input::Persisted { token: 1 }), 0.0);
     }
 
     #[test]

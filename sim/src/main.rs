@@ -107,7 +107,7 @@ enum Cmd {
         /// Inject a known protocol bug (to see the checkers catch it).
         #[arg(long, value_enum)]
         bug: Option<BugArg>,
-        /// Write the summary as JSON (with a latency CDF) to this file.
+        /// Write the summary as JSON (with a latency CDF and a percentile table) to this file.
         #[arg(long)]
         summary_json: Option<PathBuf>,
         /// Turn on pre-vote and leader stickiness (Config::pre_vote; off
@@ -250,9 +250,29 @@ enum StudyCmd {
 
 #[derive(clap::Args)]
 struct SetupArgs {
-    /// none (Rust, C++), go (Go-like) or g1 (Java's G1-like).
-    #[arg(long, default_value = "none")]
-    model: String,
+    /// none (Rust, C++), go (Go-like) or g1 (Java's G1-like); with
+    /// --profile, the profile's runtime's by default.
+    #[arg(long)]
+    model: Option<String>,
+    /// An allocation profile (sim/profiles/NAME.toml, or a path): the
+    /// replicas allocate, keep and spend per operation what it measured
+    /// (docs/gc-models.md).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Keys in the data set (default: as many as --dataset-mib holds).
+    #[arg(long, default_value_t = 0)]
+    keys: u64,
+    /// The Go-like model's marking cost: green-tea (Go 1.26) or classic
+    /// (GOEXPERIMENT=nogreenteagc, the seed paper's Go).
+    #[arg(long, default_value = "green-tea")]
+    go_mark: String,
+    /// The three replicas and the load generator share one host of this
+    /// many cores (0: each replica has --cores of its own).
+    #[arg(long, default_value_t = 0.0)]
+    host_cores: f64,
+    /// With --host-cores: the load generator's CPU µs per operation.
+    #[arg(long, default_value_t = 0.0)]
+    load_us_per_op: f64,
     /// Memory limit over data (GOMEMLIMIT or -Xmx over the data size).
     #[arg(long, default_value_t = 8.0)]
     ratio: f64,
@@ -330,8 +350,26 @@ impl SetupArgs {
         if !(self.speed > 0.0 && self.speed <= 100.0) {
             bail!("--speed {} must be in (0, 100]", self.speed);
         }
-        if !["none", "go", "g1"].contains(&self.model.as_str()) {
-            bail!("unknown model {}: none, go or g1", self.model);
+        let profile = match &self.profile {
+            Some(name) => Some(stutter_sim::profile::Profile::load(
+                name,
+                &stutter_sim::profile::Profile::dir(),
+            )?),
+            None => None,
+        };
+        let model = match (&self.model, &profile) {
+            (Some(m), _) => m.clone(),
+            (None, Some(p)) => p.model().to_string(),
+            (None, None) => "none".to_string(),
+        };
+        if !["none", "go", "g1"].contains(&model.as_str()) {
+            bail!("unknown model {model}: none, go or g1");
+        }
+        if !["green-tea", "classic"].contains(&self.go_mark.as_str()) {
+            bail!("unknown --go-mark {}: green-tea or classic", self.go_mark);
+        }
+        if !(self.host_cores >= 0.0 && self.host_cores <= 1024.0 && self.load_us_per_op >= 0.0) {
+            bail!("--host-cores must be in [0, 1024] and --load-us-per-op >= 0");
         }
         let mut handoff: Vec<&str> = Vec::new();
         for h in &self.handoff {
@@ -343,7 +381,7 @@ impl SetupArgs {
             }
         }
         Ok(stutter_sim::study::Setup {
-            model: self.model.clone(),
+            model,
             ratio: self.ratio,
             cores: self.cores,
             dataset: self.dataset_mib << 20,
@@ -363,6 +401,13 @@ impl SetupArgs {
             disk_max_us: self.disk_max_us,
             disk_quantiles_us: self.disk_quantiles_us.clone(),
             clients: self.clients,
+            runtime: stutter_sim::study::Runtime {
+                profile,
+                keys: self.keys,
+                go_mark: self.go_mark.clone(),
+                host_cores: self.host_cores,
+                load_us_per_op: self.load_us_per_op,
+            },
         })
     }
 }
@@ -481,6 +526,7 @@ fn summary_value(seed: u64, s: &Scenario, out: &RunOutput) -> serde_json::Value 
         "info": out.history.iter().filter(|o| o.outcome == Outcome::Pending).count(),
         "session_expired": out.history.iter().filter(|o| matches!(o.outcome, Outcome::Unknown(_))).count(),
         "latency_cdf_ms": cdf,
+        "latency_percentiles_ms": stutter_sim::percentiles::Percentiles::of_sorted_us_as_ms(&lat),
         "faults": out.faults,
         "elections": out.elections,
         "pre_vote": s.pre_vote,
@@ -549,11 +595,10 @@ fn study(what: StudyCmd) -> Result<()> {
         }
         StudyCmd::Run { setup, rate, seed } => {
             let setup = setup.setup()?;
-            let p = study::probe(&setup, rate, seed).context("study setup")?;
+            let (p, tl) = study::probe_and_timeline(&setup, rate, seed).context("study setup")?;
             if !p.safety.is_empty() {
                 bail!("the run broke safety: {:?}", p.safety);
             }
-            let tl = study::timeline(&setup, rate, seed).context("study setup")?;
             eprintln!(
                 "{}{} ratio {} cores {} at {rate} ops/s: p99 {:.2} ms (from send {:.2} ms), max {:.2} ms, collector CPU {:.1} %, active {:.0} %, {} pauses, max pause {:.2} ms",
                 setup.model,

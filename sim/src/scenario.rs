@@ -227,6 +227,10 @@ pub struct Scenario {
     /// Each replica's heap and collector.
     #[serde(default)]
     pub memory: MemoryModel,
+    /// Replicas sharing one host's cores with a load generator
+    /// (`crate::host`); none: each replica has `cores` of its own.
+    #[serde(default)]
+    pub host: Option<crate::host::Host>,
     /// The core's pipeline window and batch size (Config::window, max_batch).
     #[serde(default = "default_window")]
     pub window: usize,
@@ -331,6 +335,7 @@ impl Scenario {
             cores: 1,
             service: ServiceTable::default(),
             memory: MemoryModel::default(),
+            host: None,
             window: default_window(),
             max_batch: default_batch(),
             trim_bytes: 0,
@@ -389,15 +394,18 @@ impl Scenario {
             "gc-rare-long" => s.pauses = PauseProfile::preset("rare-long")?,
             "gc-memory-pressure" => s.pauses = PauseProfile::preset("memory-pressure")?,
             "gc-correlated" => s.pauses = PauseProfile::preset("correlated")?,
-            // Collector models: 16 MiB of data per replica, memory/data = 1.5,
-            // 500-byte values; pauses and CPU tax come from allocation.
+            // Collector models: 16 MiB of data per replica, 500-byte values;
+            // pauses and CPU tax come from allocation. Go-like at memory/data
+            // 1.5; G1-like at 1.25, where it ends in full collections (at 1.5
+            // a 24 MiB heap is collected concurrently, with young pauses of
+            // a few ms, as G1 sizes eden for its pause goal).
             "gc-go" => {
                 s.workload.value_size = 500;
                 s.memory = MemoryModel::go(16 << 20, 1.5);
             }
             "gc-g1" => {
                 s.workload.value_size = 500;
-                s.memory = MemoryModel::g1(16 << 20, 1.5);
+                s.memory = MemoryModel::g1(16 << 20, 1.25);
             }
             // The same with GC coordination (Blade): grants, hand-offs.
             "gc-go-blade" => {
@@ -407,7 +415,7 @@ impl Scenario {
             }
             "gc-g1-blade" => {
                 s.workload.value_size = 500;
-                s.memory = MemoryModel::g1(16 << 20, 1.5);
+                s.memory = MemoryModel::g1(16 << 20, 1.25);
                 s.memory.coordinated = true;
             }
             "partitions" => s.partition_rate = 0.8,

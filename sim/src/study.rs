@@ -9,7 +9,10 @@ use serde::Serialize;
 use stutter_core::Time;
 
 use crate::history::Outcome;
-use crate::memory::MemoryModel;
+use crate::host::Host;
+use crate::memory::{LogTrim, MemoryModel};
+use crate::percentiles::Percentiles;
+use crate::profile::{Profile, STUTTER_TRIM_BYTES};
 use crate::scenario::{Scenario, Workload, MS, SEC};
 
 /// One configuration of the study's grid.
@@ -67,7 +70,36 @@ pub struct Setup {
     /// calibrated no-collector replica topped out at the clients' limit
     /// (64 / latency), not its CPU's, which hid the collector's CPU tax.
     pub clients: u32,
+    /// What is modelled: an implementation's profile, the key count, the
+    /// Go collector's generation, a shared host.
+    #[serde(flatten)]
+    pub runtime: Runtime,
 }
+
+/// The modelled implementation and machine of a [`Setup`].
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Runtime {
+    /// An allocation profile (`crate::profile`): its bytes and CPU per
+    /// operation and live bytes per key instead of stutter's node's.
+    pub profile: Option<Profile>,
+    /// Keys in the data set (0: as many as `dataset` holds of the
+    /// workload's keys and values, 23 + 500 bytes each).
+    pub keys: u64,
+    /// The Go-like collector's marking cost: `green-tea` (Go 1.26's
+    /// default) or `classic` (`GOEXPERIMENT=nogreenteagc`, the seed
+    /// paper's Go 1.19). Empty: green tea.
+    pub go_mark: String,
+    /// The replicas and the load generator on one host of this many
+    /// cores (0: each replica has `cores` of its own).
+    pub host_cores: f64,
+    /// The load generator's CPU µs per operation, taken off the host.
+    pub load_us_per_op: f64,
+}
+
+/// Bytes of a key and a value of the study's workload (YCSB's 23-byte keys,
+/// 500-byte values).
+const KEY_BYTES: u64 = 23;
+const VALUE_BYTES: u64 = 500;
 
 impl Setup {
     /// `(net_min_us, net_extra_us, disk_min_us, disk_max_us)` of
@@ -106,14 +138,23 @@ impl Setup {
         s.max_batch = 256;
         s.trim_every = 1 << 20;
         s.trim_bytes = 16 << 20;
+        let rt = &self.runtime;
+        let (key_bytes, value_bytes) = rt
+            .profile
+            .as_ref()
+            .map_or((KEY_BYTES, VALUE_BYTES), |p| (p.key_bytes, p.value_bytes));
+        let keys = match rt.keys {
+            0 => (self.dataset / (key_bytes + value_bytes)).max(1),
+            k => k,
+        };
         s.workload = Workload {
             clients: self.clients as usize,
             rate,
             read_fraction: self.read_fraction,
             cas_fraction: 0.0,
-            keys: 1_000,
+            keys,
             zipf_theta: 0.99,
-            value_size: 500,
+            value_size: value_bytes,
         };
         s.memory = match self.model.as_str() {
             "none" => MemoryModel::none(self.dataset),
@@ -121,6 +162,35 @@ impl Setup {
             "g1" => MemoryModel::g1(self.dataset, self.ratio),
             _ => return None,
         };
+        if let stutter_gc::GcModel::Go(g) = &mut s.memory.gc {
+            g.mark_us_per_mib = match rt.go_mark.as_str() {
+                "" | "green-tea" => stutter_gc::GoParams::green_tea_mark(),
+                "classic" => stutter_gc::GoParams::classic_mark(),
+                _ => return None,
+            };
+        }
+        // stutter's node trims its log every 16 MiB executed; the
+        // simulator's own values are short, so the memory model counts
+        // that in the modelled bytes.
+        s.memory.log_trim = LogTrim::Bytes {
+            bytes: STUTTER_TRIM_BYTES,
+        };
+        if let Some(p) = &rt.profile {
+            s.memory.per_op = Some(p.per_op(keys, self.read_fraction));
+            s.memory.log_trim = p.log_trim();
+            if let Some(c) = p.op_costs(self.speed, self.read_fraction) {
+                s.service.per_op = Some(c);
+            }
+            s.name += &format!("+{}", p.name);
+        }
+        if rt.host_cores > 0.0 {
+            s.host = Some(Host {
+                cores: rt.host_cores,
+                load_cores: rate * rt.load_us_per_op / 1e6,
+            });
+            s.cores = rt.host_cores.ceil() as u32;
+            s.name += &format!("+host{}", rt.host_cores);
+        }
         s.memory.coordinated = self.coordinated;
         if self.coordinated {
             s.name += "+blade";
@@ -147,6 +217,8 @@ pub struct Probe {
     pub p999: f64,
     pub p9999: f64,
     pub max: f64,
+    /// The whole distribution of the same latencies, as a percentile table.
+    pub percentiles: Percentiles,
     /// The same percentiles measured from the moment each operation was
     /// sent: what a closed-loop client reports (coordinated omission).
     pub p99_from_send: f64,
@@ -156,6 +228,10 @@ pub struct Probe {
     pub gc_share: f64,
     pub gc_active: f64,
     pub gc_pauses: u64,
+    /// Collection cycles (Go: cycles; G1: young, mixed and full
+    /// collections and concurrent marks).
+    #[serde(default)]
+    pub gc_cycles: u64,
     pub gc_max_pause_ms: f64,
     /// Safety violations (anything but liveness): must be none.
     pub safety: Vec<String>,
@@ -172,6 +248,20 @@ fn pct(sorted: &[f64], q: f64) -> f64 {
 pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
     let s = setup.scenario(rate)?;
     let out = crate::run(s.clone(), seed);
+    Some(probe_of(setup, rate, &s, &out))
+}
+
+/// One run at one rate: its probe and its timeline (`sim study run`).
+pub fn probe_and_timeline(setup: &Setup, rate: f64, seed: u64) -> Option<(Probe, Timeline)> {
+    let s = setup.scenario(rate)?;
+    let out = crate::run(s.clone(), seed);
+    Some((
+        probe_of(setup, rate, &s, &out),
+        timeline_of(setup, rate, s.memory.window, &out),
+    ))
+}
+
+fn probe_of(setup: &Setup, rate: f64, s: &Scenario, out: &crate::world::RunOutput) -> Probe {
     let from = (setup.warmup * SEC as f64) as Time;
     let until = s.duration;
     let mut lat = Vec::new();
@@ -203,7 +293,7 @@ pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
         .iter()
         .max_by(|a, b| a.1.gc_cpu_us().total_cmp(&b.1.gc_cpu_us()));
     let cores = setup.cores as f64;
-    Some(Probe {
+    Probe {
         rate,
         throughput: completed as f64 / ((until - from) as f64 / SEC as f64),
         p50: pct(&lat, 0.5),
@@ -211,12 +301,14 @@ pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
         p999: pct(&lat, 0.999),
         p9999: pct(&lat, 0.9999),
         max: lat.last().copied().unwrap_or(0.0),
+        percentiles: Percentiles::of_sorted(&lat),
         p99_from_send: pct(&lat_send, 0.99),
         max_from_send: lat_send.last().copied().unwrap_or(0.0),
         incomplete,
         gc_share: busiest.map_or(0.0, |g| g.1.cpu_share(cores)),
         gc_active: busiest.map_or(0.0, |g| g.1.active_share()),
         gc_pauses: busiest.map_or(0, |g| g.1.pause_count()),
+        gc_cycles: busiest.map_or(0, |g| g.1.cycles),
         gc_max_pause_ms: busiest.map_or(0.0, |g| g.1.max_pause() as f64 / MS as f64),
         safety: out
             .violations
@@ -224,7 +316,7 @@ pub fn probe(setup: &Setup, rate: f64, seed: u64) -> Option<Probe> {
             .filter(|v| v.check != "liveness" && v.check != "convergence")
             .map(|v| format!("{}: {}", v.check, v.detail))
             .collect(),
-    })
+    }
 }
 
 /// The result of a search for the highest rate meeting the SLO.
@@ -340,6 +432,10 @@ pub fn timeline(setup: &Setup, rate: f64, seed: u64) -> Option<Timeline> {
     let s = setup.scenario(rate)?;
     let window = s.memory.window;
     let out = crate::run(s, seed);
+    Some(timeline_of(setup, rate, window, &out))
+}
+
+fn timeline_of(setup: &Setup, rate: f64, window: Time, out: &crate::world::RunOutput) -> Timeline {
     let cores = setup.cores as f64;
     let busiest = out
         .gc
@@ -367,7 +463,7 @@ pub fn timeline(setup: &Setup, rate: f64, seed: u64) -> Option<Timeline> {
     }
     latency.sort_by(f64::total_cmp);
     latency_from_send.sort_by(f64::total_cmp);
-    Some(Timeline {
+    Timeline {
         setup: setup.clone(),
         rate,
         window_ms: window as f64 / MS as f64,
@@ -375,5 +471,5 @@ pub fn timeline(setup: &Setup, rate: f64, seed: u64) -> Option<Timeline> {
         pauses,
         latency,
         latency_from_send,
-    })
+    }
 }

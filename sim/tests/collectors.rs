@@ -92,6 +92,71 @@ fn a_g1_like_heap_close_to_its_data_stops_the_world_for_long() {
 }
 
 #[test]
+fn a_g1_like_young_collection_copies_the_values_still_live_not_every_value_written() {
+    // Only writes. On one hot key every value is overwritten long before
+    // the next young collection: nothing of them survives one. Over
+    // 20,000 keys most values written since the last young collection
+    // are still the current ones, and are copied.
+    let run = |keys: u64| {
+        let mut s = quiet(4_000.0);
+        s.workload.keys = keys;
+        s.workload.read_fraction = 0.0;
+        s.memory = MemoryModel::g1(4 << 20, 8.0);
+        let out = stutter_sim::run(s, 5);
+        assert!(out.violations.is_empty(), "{:?}", out.violations);
+        out.gc
+            .iter()
+            .map(|g| {
+                g.1.by_phase
+                    .get(&stutter_gc::Phase::Young)
+                    .map_or(0, |p| p.total_us)
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let (hot, spread) = (run(1), run(20_000));
+    assert!(hot > 0, "young collections ran");
+    assert!(
+        2 * hot < spread,
+        "young pauses took {hot} µs on one key, {spread} µs over many"
+    );
+}
+
+#[test]
+fn a_g1_like_heap_does_not_promote_values_overwritten_while_young() {
+    // Only writes, all to one key, 16 MiB of heap for 4 MiB of data: each
+    // value is overwritten long before the next young collection, so none
+    // is copied to the old generation, which stays below the threshold
+    // that starts marking (45 %). A model that promoted what was written
+    // since the last collection, dead or not, filled it with garbage.
+    let mut s = quiet(4_000.0);
+    s.duration = 6 * SEC;
+    s.workload.keys = 1;
+    s.workload.read_fraction = 0.0;
+    s.memory = MemoryModel::g1(4 << 20, 4.0);
+    let out = stutter_sim::run(s, 6);
+    assert!(out.violations.is_empty(), "{:?}", out.violations);
+    for (r, g) in &out.gc {
+        let young = g
+            .by_phase
+            .get(&stutter_gc::Phase::Young)
+            .map_or(0, |p| p.count);
+        assert!(young > 5, "replica {r}: {young} young collections");
+        for phase in [
+            stutter_gc::Phase::Remark,
+            stutter_gc::Phase::Mixed,
+            stutter_gc::Phase::Full,
+        ] {
+            assert!(
+                !g.by_phase.contains_key(&phase),
+                "replica {r}: the old generation filled: {:?}",
+                g.by_phase
+            );
+        }
+    }
+}
+
+#[test]
 fn more_cores_serve_the_same_load_with_less_queueing() {
     let run = |cores: u32| {
         let mut s = quiet(25_000.0);

@@ -28,6 +28,7 @@ fn setup(model: &str, coordinated: bool) -> Setup {
         disk_max_us,
         disk_quantiles_us: Vec::new(),
         clients: 1024,
+        runtime: Default::default(),
     }
 }
 

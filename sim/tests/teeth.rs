@@ -132,11 +132,15 @@ fn wrong_ballot_replay_is_caught_by_window_faults() {
 /// Every replica executes a retry twice alike, so agreement and the
 /// replicas' digests hold; only the reference model, which keeps its own
 /// at-most-once table, tells the result apart. With registering clients
-/// 29 of seeds 0..200 fail (the first at 16; linearizability 20, sessions
+/// 29 of seeds 0..200 failed (the first at 16; linearizability 20, sessions
 /// 9); with legacy clients 3 of 0..10 (the first at 3), 28 of 0..200.
+/// Seed 16 draws a G1-like collector (memory/data 1.5, one core); with
+/// the G1-like model of issue 35 (eden sized for the pause goal, survivors
+/// by age) it no longer fails, and the first failing seed with
+/// registering clients is 22.
 #[test]
 fn execute_duplicate_is_caught_by_the_reference_model() {
-    let c = caught(Bug::ExecuteDuplicate, 20);
+    let c = caught(Bug::ExecuteDuplicate, 40);
     assert_eq!(c.check, "linearizability", "{}", c.detail);
 }
 

@@ -49,6 +49,8 @@ pub struct RunResult {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub max_ms: f64,
+    /// The whole latency distribution as HdrHistogram's percentile table.
+    pub percentiles: Percentiles,
     /// Writes acknowledged, warm-up included (each a distinct `(client, seq)`).
     pub writes_acked: u64,
     /// Operations answered "session expired" (outcome unknown).
@@ -78,3 +80,16 @@ pub struct RunResult {
 /// leader change takes a few tries to find; with the back-off below, 20
 /// tries span about 2.5 s of retrying, longer than an election.
 pub const MAX_TRIES: usize = 20;
+
+/// A latency distribution as HdrHistogram prints it
+/// (`outputPercentileDistribution`): the value at quantiles that step
+/// towards 100 %, five steps each time the distance to it halves, ending
+/// at the maximum; `sim run --summary-json` and `sim study run` write the
+/// same shape (sim/src/percentiles.rs).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Percentiles {
+    /// Latencies the table describes.
+    pub count: u64,
+    /// `(quantile, ms)` rows, the quantile rising to 1 (the maximum).
+    pub points: Vec<(f64, f64)>,
+}

@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use hdrhistogram::Histogram;
 
 use crate::check::check;
-use crate::spec::{RunResult, RunSpec};
+use crate::spec::{Percentiles, RunResult, RunSpec};
 use crate::text_target::{Answer, CallError};
 use crate::workload::Op;
 
@@ -16,6 +16,29 @@ fn new_histogram() -> Histogram<u64> {
     match Histogram::<u64>::new_with_bounds(1, 600_000_000, 3) {
         Ok(h) => h,
         Err(_) => unreachable!("constant histogram bounds are valid"),
+    }
+}
+
+/// Rows of the percentile table per halving of the distance to 100 %.
+const TICKS_PER_HALF_DISTANCE: u32 = 5;
+
+/// The histogram's percentile table, in ms, ending at (1, max).
+fn percentiles(hist: &Histogram<u64>) -> Percentiles {
+    let ms = |us: u64| us as f64 / 1000.0;
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    if hist.is_empty() {
+        return Percentiles::default();
+    }
+    for v in hist.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
+        let q = v.quantile_iterated_to();
+        if q < 1.0 && points.last().is_none_or(|p| q > p.0) {
+            points.push((q, ms(v.value_iterated_to())));
+        }
+    }
+    points.push((1.0, ms(hist.max())));
+    Percentiles {
+        count: hist.len(),
+        points,
     }
 }
 
@@ -166,6 +189,7 @@ impl Tally {
             p99_ms: ms(0.99),
             p999_ms: ms(0.999),
             max_ms: total.hist.max() as f64 / 1000.0,
+            percentiles: percentiles(&total.hist),
             cdf: CDF_QUANTILES.iter().map(|q| (*q, ms(*q))).collect(),
             writes_acked: total.writes_acked,
             session_expired: total.session_expired,
@@ -176,5 +200,33 @@ impl Tally {
             first_wrong: total.first_wrong.take(),
             timeline: total.timeline.take().unwrap_or_default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_table_steps_to_the_maximum() {
+        assert_eq!(percentiles(&new_histogram()), Percentiles::default());
+        let mut h = new_histogram();
+        for us in 1..=100_000u64 {
+            let _ = h.record(us);
+        }
+        let t = percentiles(&h);
+        assert_eq!(t.count, 100_000);
+        assert_eq!(t.points.last(), Some(&(1.0, h.max() as f64 / 1000.0)));
+        for w in t.points.windows(2) {
+            assert!(w[0].0 < w[1].0 && w[0].1 <= w[1].1, "{w:?}");
+        }
+        // Five rows per halving until the histogram's last bucket (values
+        // near 100 ms share buckets of 64 µs at three significant digits,
+        // so the iteration ends near q = 0.9997, not at 1 - 1/100 000).
+        assert!((55..=90).contains(&t.points.len()), "{}", t.points.len());
+        let tail = t.points[t.points.len() - 2];
+        assert!(tail.0 > 0.999 && tail.1 > 99.9, "{tail:?}");
+        let median = t.points.iter().find(|p| p.0 == 0.5).map(|p| p.1);
+        assert!(median.is_some_and(|m| (m - 50.0).abs() < 0.1), "{median:?}");
     }
 }

@@ -8,12 +8,27 @@
 use crate::Time;
 
 /// Go 1.26, GOMAXPROCS=1: OS CPU of a whole forced cycle (mark and sweep)
-/// per MiB of live heap, at 16, 64, 256 and 1024 MiB live (medians).
-pub const GO_MARK_US_PER_MIB: [(f64, f64); 4] = [
+/// per MiB of live heap, at 16, 64, 256 and 1024 MiB live (medians,
+/// 2026-11-23) and 2048 MiB (median of 3, 2026-11-28, provisional: measured
+/// with the machine's load average at 25-41, by
+/// `impl/gc/calibrate/run --only go --tags mark-gib,goal-gib`; results in
+/// `impl/gc/calibrate/results/gc-calibration-2026-11-28-full-go-mark-gib-goal-gib.*`).
+pub const GO_MARK_US_PER_MIB: [(f64, f64); 5] = [
     (16.0, 210.0),
     (64.0, 359.0),
     (256.0, 689.0),
     (1024.0, 1272.0),
+    (2048.0, 1659.0),
+];
+/// The same with the collector before Green Tea (`GOEXPERIMENT=nogreenteagc`,
+/// the kind Go 1.19 had, which the seed paper ran), GOMAXPROCS=1; 2048 MiB
+/// as above. Cheaper than Green Tea up to 1 GiB on this heap, dearer at 2.
+pub const GO_MARK_CLASSIC_US_PER_MIB: [(f64, f64); 5] = [
+    (16.0, 154.0),
+    (64.0, 191.0),
+    (256.0, 469.0),
+    (1024.0, 1117.0),
+    (2048.0, 2105.0),
 ];
 /// Fixed marking per cycle: none measurable beside the per-MiB cost.
 pub const GO_MARK_FIXED_US: f64 = 0.0;
@@ -23,9 +38,12 @@ pub const GO_MARK_TERMINATION_US: Time = 4;
 /// Heap at cycle start ÷ goal was 0.87–0.92 at 64 MiB and 0.85 at 256 MiB
 /// with GOGC=100: a quarter of the runway left when a cycle starts.
 pub const GO_TRIGGER_FRACTION: f64 = 0.75;
-/// Heap goal ÷ GOMEMLIMIT was 0.83–0.88.
-pub const GO_HEAP_SHARE_OF_LIMIT: f64 = 0.85;
-
+/// Heap goal ÷ GOMEMLIMIT, by the limit (MiB): 0.83–0.88 with 64 MiB live
+/// (limits 80–128 MiB, 2026-11-23), 0.86–0.91 with 1 GiB live (limits
+/// 1280–2048 MiB, 2026-11-28, provisional as above): the runtime's memory
+/// that is not objects (stacks, metadata, free slots) weighs less in a
+/// larger heap. Interpolated log-log, flat beyond the ends.
+pub const GO_HEAP_SHARE_OF_LIMIT: [(f64, f64); 2] = [(100.0, 0.85), (1_500.0, 0.89)];
 /// G1 (JDK 17), ParallelGCThreads=1, least squares over run windows
 /// (R² 0.989): stop-the-world CPU per pause, per MiB copied, per MiB live
 /// in a full collection.
@@ -38,12 +56,6 @@ pub const G1_MARK_US_PER_MIB: f64 = 723.0;
 /// Remark and cleanup pauses, medians (wall µs).
 pub const G1_REMARK_US: Time = 2_300;
 pub const G1_CLEANUP_US: Time = 120;
-/// Old occupancy at which the adaptive IHOP started marking.
-pub const G1_IHOP: f64 = 0.84;
-/// Eden as a share of the heap: 0.20 with ample memory (8×), down to 0.037
-/// at -Xmx = 1.25 × data.
-pub const G1_YOUNG_MAX: f64 = 0.20;
-pub const G1_YOUNG_MIN: f64 = 0.037;
-/// Bytes copied by young collections beyond the promoted: copied was 0.31
-/// of allocation, promoted 0.15 (objects live across a few collections).
-pub const G1_IN_FLIGHT: f64 = 0.10;
+/// Concurrent refinement CPU per MiB allocated: median 156 [p10 6, p90
+/// 653] over the steady runs (refinement threads' CPU ÷ MiB allocated).
+pub const G1_REFINE_US_PER_MIB: f64 = 156.0;

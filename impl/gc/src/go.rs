@@ -55,9 +55,11 @@ pub struct GoParams {
     pub limiter_capacity_us: f64,
     /// The heap may overrun the goal by this factor while marking (Go: 1.1).
     pub hard_goal_factor: f64,
-    /// Share of the memory limit the heap goal may use: the rest is the
-    /// runtime's memory that is not objects (measured: 0.83–0.88).
-    pub heap_share_of_limit: f64,
+    /// Share of the memory limit the heap goal may use, by the limit:
+    /// `(MiB of limit, share)` points, interpolated log-log; the rest is the
+    /// runtime's memory that is not objects (measured: 0.85 at 100 MiB,
+    /// 0.89 at 1.5 GiB).
+    pub heap_share_of_limit: Vec<(f64, f64)>,
 }
 
 impl Default for GoParams {
@@ -75,8 +77,21 @@ impl Default for GoParams {
             cpu_limit: 0.5,
             limiter_capacity_us: 1_000_000.0,
             hard_goal_factor: 1.1,
-            heap_share_of_limit: crate::calibration::GO_HEAP_SHARE_OF_LIMIT,
+            heap_share_of_limit: crate::calibration::GO_HEAP_SHARE_OF_LIMIT.to_vec(),
         }
+    }
+}
+
+impl GoParams {
+    /// The marking cost of the collector before Green Tea
+    /// (`GOEXPERIMENT=nogreenteagc`; Go up to 1.25, the seed paper's 1.19).
+    pub fn classic_mark() -> Vec<(f64, f64)> {
+        crate::calibration::GO_MARK_CLASSIC_US_PER_MIB.to_vec()
+    }
+
+    /// The marking cost of Go 1.26's default collector (Green Tea).
+    pub fn green_tea_mark() -> Vec<(f64, f64)> {
+        crate::calibration::GO_MARK_US_PER_MIB.to_vec()
     }
 }
 
@@ -113,6 +128,9 @@ pub(crate) struct GoHeap {
     /// collection is due and waiting for the service.
     pub(crate) coordinated: bool,
     due: bool,
+    /// Share of a core each of the process's threads gets (1 unless its
+    /// host's cores are shared with other processes).
+    pub(crate) share: f64,
 }
 
 impl GoHeap {
@@ -131,9 +149,16 @@ impl GoHeap {
             bucket: 0.0,
             coordinated: false,
             due: false,
+            share: 1.0,
         };
         h.pace(live as f64);
         h
+    }
+
+    /// The heap the memory limit leaves for objects.
+    fn heap_limit(&self, limit: u64) -> f64 {
+        let share = crate::interpolate_log(&self.p.heap_share_of_limit, limit as f64 / crate::MIB);
+        limit as f64 * share
     }
 
     /// Sets goal and trigger after a cycle that found `marked` bytes live.
@@ -146,7 +171,7 @@ impl GoHeap {
         };
         let mut goal = marked + growth;
         if let Some(limit) = self.p.memory_limit {
-            goal = goal.min(limit as f64 * self.p.heap_share_of_limit);
+            goal = goal.min(self.heap_limit(limit));
         }
         self.goal = goal;
         self.trigger = marked + self.p.trigger_fraction * (goal - marked).max(0.0);
@@ -178,7 +203,16 @@ impl GoHeap {
 
     fn mark_rate(&self) -> f64 {
         let idle = (self.cores - self.dedicated() - self.busy).max(0.0);
-        self.dedicated() + idle
+        (self.dedicated() + idle) * self.share
+    }
+
+    /// Cores the concurrent mark keeps busy now.
+    pub(crate) fn concurrent_cores(&self) -> f64 {
+        if self.mark.is_some() {
+            self.mark_rate()
+        } else {
+            0.0
+        }
     }
 
     pub(crate) fn next_wakeup(&self) -> Option<Time> {
@@ -274,7 +308,7 @@ impl GoHeap {
                 break;
             };
             let rate = self.mark_rate();
-            let dedicated = self.dedicated().min(rate);
+            let dedicated = (self.dedicated() * self.share).min(rate);
             let remaining = m.remaining;
             if rate * dt < remaining {
                 self.account(self.last, now, dedicated, rate - dedicated, stats);
@@ -306,11 +340,16 @@ impl GoHeap {
         self.bucket = (self.bucket + over).max(0.0);
     }
 
+    pub(crate) fn release(&mut self, bytes: u64) {
+        self.live = (self.live - bytes as f64).max(0.0);
+    }
+
     pub(crate) fn allocate(&mut self, now: Time, a: Alloc, stats: &mut Stats) -> Time {
         self.live = (self.live + a.retained as f64 - a.released as f64).max(0.0);
         let bytes = a.bytes as f64;
         self.heap += bytes;
         let limited = self.limited();
+        let heap_limit = self.p.memory_limit.map(|l| self.heap_limit(l));
         let Some(m) = self.mark.as_mut() else {
             if self.coordinated && self.heap < self.goal {
                 // Due at the trigger; the runtime collects on its own only
@@ -334,8 +373,8 @@ impl GoHeap {
         // Assist in proportion to allocation, so that the mark left is done
         // by the time the heap reaches its hard goal.
         let mut hard = self.goal * self.p.hard_goal_factor;
-        if let Some(limit) = self.p.memory_limit {
-            hard = hard.min((limit as f64 * self.p.heap_share_of_limit).max(self.goal));
+        if let Some(limit) = heap_limit {
+            hard = hard.min(limit.max(self.goal));
         }
         let distance = hard - self.heap;
         let owed = if distance <= 0.0 {
@@ -371,7 +410,7 @@ mod tests {
     fn params() -> GoParams {
         GoParams {
             mark_us_per_mib: vec![(64.0, 1_000.0)],
-            heap_share_of_limit: 1.0,
+            heap_share_of_limit: vec![(1.0, 1.0)],
             trigger_fraction: 0.7,
             mark_fixed_us: 0.0,
             sweep_termination_us: 50,
@@ -482,6 +521,47 @@ mod tests {
         let share = s.cpu_share(2.0);
         assert!(share < 0.62, "share {share}");
         assert!(share > 0.3, "share {share}");
+    }
+
+    #[test]
+    fn a_larger_memory_limit_leaves_a_larger_share_of_it_to_the_heap_goal() {
+        // Measured: the goal is 0.85 of a 100 MiB limit, 0.89 of 1.5 GiB
+        // and above (the runtime's own memory weighs less in a larger heap).
+        let goal = |limit_mib: u64| {
+            let p = GoParams {
+                memory_limit: Some(limit_mib << 20),
+                ..GoParams::default()
+            };
+            let h = GoHeap::new(p, 2.0, (limit_mib << 20) / 2, 0);
+            h.goal / (limit_mib << 20) as f64
+        };
+        assert!((goal(100) - 0.85).abs() < 1e-9, "{}", goal(100));
+        assert!((goal(1_536) - 0.89).abs() < 1e-3, "{}", goal(1_536));
+        assert!((goal(32 << 10) - 0.89).abs() < 1e-9, "{}", goal(32 << 10));
+        let mid = goal(400);
+        assert!(mid > 0.85 && mid < 0.89, "{mid}");
+    }
+
+    #[test]
+    fn the_collector_before_green_tea_marks_a_large_heap_at_its_own_cost() {
+        // One cycle over 2 GiB live: 2,048 MiB × its measured µs per MiB.
+        let mark = |curve: Vec<(f64, f64)>| {
+            let p = GoParams {
+                mark_us_per_mib: curve,
+                ..GoParams::default()
+            };
+            let mut c = Collector::new(&GcModel::Go(p), 2.0, 2 << 30, 0, 100_000);
+            c.request_full(1);
+            let mut ev = Vec::new();
+            c.poll(&mut ev);
+            c.stats().pause_cpu_us
+        };
+        let (tea, classic) = (
+            mark(GoParams::green_tea_mark()),
+            mark(GoParams::classic_mark()),
+        );
+        assert!((tea - 2_048.0 * 1_659.0).abs() < 100.0, "{tea}");
+        assert!((classic - 2_048.0 * 2_105.0).abs() < 100.0, "{classic}");
     }
 
     #[test]

@@ -140,8 +140,8 @@ pub struct Collector {
 
 enum Kind {
     None { live: u64 },
-    Go(go::GoHeap),
-    G1(g1::G1Heap),
+    Go(Box<go::GoHeap>),
+    G1(Box<g1::G1Heap>),
 }
 
 impl Collector {
@@ -151,8 +151,8 @@ impl Collector {
         let cores = cores.max(0.01);
         let kind = match model {
             GcModel::None => Kind::None { live },
-            GcModel::Go(p) => Kind::Go(go::GoHeap::new(p.clone(), cores, live, now)),
-            GcModel::G1(p) => Kind::G1(g1::G1Heap::new(p.clone(), cores, live, now)),
+            GcModel::Go(p) => Kind::Go(Box::new(go::GoHeap::new(p.clone(), cores, live, now))),
+            GcModel::G1(p) => Kind::G1(Box::new(g1::G1Heap::new(p.clone(), cores, live, now))),
         };
         Collector {
             kind,
@@ -189,6 +189,51 @@ impl Collector {
             }
             Kind::Go(h) => h.allocate(now, a, &mut self.stats),
             Kind::G1(h) => h.allocate(now, a, &mut self.stats),
+        }
+    }
+
+    /// Long-lived bytes allocated at young epoch `born` ([`Collector::epoch`]
+    /// then; `None`: before the run, or unknown) became unreachable: an
+    /// overwritten value, a trimmed log entry. A generational collector
+    /// copies them no more if they were still young; otherwise they are
+    /// old garbage. ([`Alloc::released`] is the same as `None`.)
+    pub fn release(&mut self, bytes: u64, born: Option<u64>) {
+        match &mut self.kind {
+            Kind::None { live } => *live = live.saturating_sub(bytes),
+            Kind::Go(h) => h.release(bytes),
+            Kind::G1(h) => h.release(bytes, born),
+        }
+    }
+
+    /// The age clock of a generational collector: young collections so
+    /// far (0 for the others). Bytes allocated now are born at this epoch.
+    pub fn epoch(&self) -> u64 {
+        match &self.kind {
+            Kind::G1(h) => h.epoch(),
+            _ => 0,
+        }
+    }
+
+    /// Whether bytes' ages matter ([`Collector::release`]): a driver that
+    /// tracks them only for a generational collector saves the work.
+    pub fn generational(&self) -> bool {
+        matches!(self.kind, Kind::G1(_))
+    }
+
+    /// Bytes reachable now only because requests are being handled
+    /// (decoded requests waiting for their reply): a young collection
+    /// copies them, and they die soon after.
+    pub fn set_in_flight(&mut self, bytes: u64) {
+        if let Kind::G1(h) = &mut self.kind {
+            h.set_in_flight(bytes);
+        }
+    }
+
+    /// G1: eden bytes the policy allows before the next young collection.
+    pub fn young_target(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::G1(h) => Some(h.young_target()),
+            _ => None,
         }
     }
 
@@ -258,6 +303,27 @@ impl Collector {
             Kind::None { .. } => None,
             Kind::Go(h) => h.next_wakeup(),
             Kind::G1(h) => h.next_wakeup(),
+        }
+    }
+
+    /// Cores the collector's concurrent work keeps busy now.
+    pub fn concurrent_cores(&self) -> f64 {
+        match &self.kind {
+            Kind::None { .. } => 0.0,
+            Kind::Go(h) => h.concurrent_cores(),
+            Kind::G1(h) => h.concurrent_cores(),
+        }
+    }
+
+    /// The share of a core each of the process's threads gets from now on
+    /// (1 with cores of its own; less where processes share a host's
+    /// cores): the collector's concurrent work progresses at that speed.
+    pub fn set_share(&mut self, share: f64) {
+        let share = share.clamp(0.01, 1.0);
+        match &mut self.kind {
+            Kind::None { .. } => {}
+            Kind::Go(h) => h.share = share,
+            Kind::G1(h) => h.share = share,
         }
     }
 

@@ -30,6 +30,12 @@ pub struct Stats {
     pub idle_us: f64,
     /// CPU µs of marking done by allocating mutator work.
     pub assist_us: f64,
+    /// CPU µs of concurrent refinement (G1), charged to allocating work.
+    pub refine_us: f64,
+    /// Bytes copied by young and mixed collections, and of those, bytes
+    /// promoted to the old generation (G1).
+    pub copied: f64,
+    pub promoted: f64,
     /// Wall µs the world was stopped.
     pub pause_us: f64,
     /// Core-µs the world was stopped (pause × cores).
@@ -55,6 +61,9 @@ impl Stats {
             background_us: 0.0,
             idle_us: 0.0,
             assist_us: 0.0,
+            refine_us: 0.0,
+            copied: 0.0,
+            promoted: 0.0,
             pause_us: 0.0,
             pause_cpu_us: 0.0,
             by_phase: BTreeMap::new(),
@@ -69,7 +78,7 @@ impl Stats {
 
     /// All CPU the collector took, µs.
     pub fn gc_cpu_us(&self) -> f64 {
-        self.background_us + self.idle_us + self.assist_us + self.pause_cpu_us
+        self.background_us + self.idle_us + self.assist_us + self.refine_us + self.pause_cpu_us
     }
 
     /// The collector's share of `cores` over the run.

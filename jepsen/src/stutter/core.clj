@@ -1,6 +1,7 @@
 (ns stutter.core
   "Entry point: `lein run test --nodes-file nodes --replica-binary
-  target/release/replica --nemesis pause --time-limit 300`."
+  target/release/replica --nemesis pause --time-limit 300`; also `suite`
+  (stutter.suite), `recheck` (stutter.recheck) and `serve`."
   (:require [clojure.string :as str]
             [clojure.tools.logging :refer [info warn]]
             [jepsen [checker :as checker]
@@ -12,6 +13,8 @@
             [stutter [db :as db]
                      [gc-opts :as gc-opts]
                      [nemesis :as nemesis]
+                     [recheck :as recheck]
+                     [suite :as suite]
                      [workload :as workload]]))
 
 (def cli-opts
@@ -42,6 +45,10 @@
    [nil "--threads-per-key N" "Processes sharing one key at a time; --concurrency must be a multiple."
     :default  3
     :parse-fn parse-long
+    :validate [pos? "must be positive"]]
+   [nil "--knossos-time-limit SECONDS" "Knossos's limit per key; a key it cannot decide in time is :unknown."
+    :default  300
+    :parse-fn parse-double
     :validate [pos? "must be positive"]]
    [nil "--client-timeout MS" "How long a client waits for a reply before recording :info."
     :default  1000
@@ -100,5 +107,8 @@
   [& args]
   (cli/run! (merge (cli/single-test-cmd {:test-fn  stutter-test
                                          :opt-spec cli-opts})
+                   (suite/cmd {:test-fn  stutter-test
+                               :opt-spec cli-opts})
+                   (recheck/cmd)
                    (cli/serve-cmd))
             args))

@@ -117,28 +117,61 @@
     (and (some? (:leader s))
          (= (long (:leader s)) (long (:id s))))))
 
+(def ^:private local-sha256
+  "SHA-256 (hex) of a local file, computed once per path and modification
+  time."
+  (memoize
+    (fn [path _mtime]
+      (let [md  (java.security.MessageDigest/getInstance "SHA-256")
+            buf (byte-array 65536)]
+        (with-open [in (io/input-stream (io/file path))]
+          (loop []
+            (let [n (.read in buf)]
+              (when (pos? n)
+                (.update md buf 0 n)
+                (recur)))))
+        (apply str (map #(format "%02x" %) (.digest md)))))))
+
+(defn install-binary!
+  "Uploads the local replica binary to the node's directory, unless the
+  binary there is already this one (same SHA-256): a test run after
+  another, or a suite of runs, then uploads nothing."
+  [test node local]
+  (let [f      (io/file local)
+        want   (local-sha256 (.getCanonicalPath f) (.lastModified f))
+        remote (binary test node)
+        have   (try (first (str/split (c/exec :sha256sum remote) #"\s+"))
+                    (catch Exception _ nil))]
+    (if (= want have)
+      (info node "already has this replica binary" (subs want 0 12))
+      (do (info "installing" local "on" node)
+          ; Upload beside it, then rename: never a half-written binary.
+          (c/upload [local] (str remote ".new"))
+          (c/su
+            (c/exec :mv :-f (str remote ".new") remote)
+            (c/exec :chmod :+x remote))))))
+
 (defrecord DB [opts]
   db/DB
   (setup! [this test node]
     (let [local (:replica-binary test)]
       (assert local "--replica-binary is required")
       (assert (.exists (io/file local)) (str "no replica binary at " local))
-      (info "installing" local "on" node)
       (c/su
         (c/exec :mkdir :-p (data-dir test node))
         (c/exec :chmod :777 (node-dir test node)))
-      ; Upload to the node's own directory, then make it executable.
-      (c/upload [local] (str (binary test node) ".new"))
-      (c/su
-        (c/exec :mv :-f (str (binary test node) ".new") (binary test node))
-        (c/exec :chmod :+x (binary test node)))
+      (install-binary! test node local)
       (cu/write-file! (config-toml test) (conf-file test node))
       (start-replica! test node)
       (await-replica! test node)))
 
   (teardown! [this test node]
     (kill-replica! test node)
-    (c/su (c/exec :rm :-rf (node-dir test node))))
+    ; Everything of the run goes; the binary stays for the next run's
+    ; install-binary! to find.
+    (c/su (c/exec :rm :-rf (data-dir test node) (log-file test node)
+                  (conf-file test node) (pid-file test node)
+                  (str (node-dir test node) "/data.tar.gz"))))
 
   db/LogFiles
   (log-files [this test node]

@@ -1,6 +1,6 @@
 (ns stutter.gc-opts
   "The --gc option of the Jepsen test: every replica runs a collector model
-  ([gc] in docs/replica.md). Needs no Jepsen, so jepsen/clj-smoke tests it."
+  ([gc] in docs/replica.md). Needs no Jepsen: test/stutter/gc_opts_test.clj."
   (:require [clojure.string :as str]))
 
 (defn parse-gc

@@ -11,8 +11,8 @@
     bad input       -> error ...
 
   Keys and values are single space-free tokens. This namespace is pure
-  Clojure plus java.net: no Jepsen, so it can be loaded and tested with a
-  bare `clojure` (see jepsen/clj-smoke)."
+  Clojure plus java.net, no Jepsen, so that its unit tests
+  (test/stutter/wire_test.clj) load in a second."
   (:require [clojure.string :as str])
   (:import (java.io BufferedReader InputStreamReader OutputStreamWriter
                     BufferedWriter)
@@ -185,8 +185,8 @@
   (decode req (call-line conn (encode req))))
 
 (defn call-once
-  "Connects to addr (\"host:port\"), performs one request, closes. For
-  tools and the smoke test."
+  "Connects to addr (\"host:port\"), performs one request, closes (the
+  db's status queries)."
   ([addr req] (call-once addr req 2000))
   ([addr req timeout-ms]
    (let [[host port] (parse-addr addr)

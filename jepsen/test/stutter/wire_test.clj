@@ -1,6 +1,6 @@
 (ns stutter.wire-test
   "Encoding and decoding of stutter's text protocol on canned replies. Plain
-  clojure.test, no Jepsen: run by `lein test` and by jepsen/clj-smoke."
+  clojure.test, no Jepsen: `jepsen/lein test`."
   (:require [clojure.test :refer [deftest is testing]]
             [stutter.wire :as w]))
 

@@ -4,9 +4,10 @@
 //! collection the protocol grants runs at once, and executed writes and
 //! copied state feed the heap's live size.
 
-use stutter_core::{Action, ClientId, Input, ReplicaId, TraceEvent};
+use stutter_core::{Action, ClientId, Input, ReplicaId, Time, TraceEvent};
 
 use super::{Ev, World};
+use crate::history::F;
 use crate::memory::Heap;
 
 impl World {
@@ -20,6 +21,7 @@ impl World {
         for e in evs.drain(..) {
             match e {
                 stutter_gc::Event::Pause { duration, .. } => {
+                    let duration = self.host_pause(r, duration);
                     self.stop(r, duration, true);
                 }
                 // Coordination: the protocol decides when (the input runs
@@ -52,14 +54,36 @@ impl World {
         }
         let node = &mut self.nodes[r as usize];
         if let Some(rep) = node.replica.as_ref() {
-            node.heap = Some(Heap::new(
-                &self.s.memory,
-                node.cpu.cores,
-                rep,
-                self.s.workload.value_size,
-                self.now,
-            ));
+            node.heap = Some(Heap::new(&self.s.memory, node.cpu.cores, rep, self.now));
         }
+    }
+
+    /// A step of replica `r` that allocated `step_bytes` is done: tells
+    /// its heap, with what the replica holds in flight; returns the assist
+    /// µs the step must also spend.
+    pub(super) fn heap_after_step(&mut self, r: ReplicaId, step_bytes: u64) -> Time {
+        let now = self.now;
+        let m = &self.s.memory;
+        let w = &self.s.workload;
+        let node = &mut self.nodes[r as usize];
+        let (Some(rep), Some(h)) = (node.replica.as_ref(), node.heap.as_mut()) else {
+            return 0;
+        };
+        let leader = rep.role() == stutter_core::Role::Leader;
+        // Requests waiting for a slot or a read index, in slots not yet
+        // executed, and inputs not yet taken: what a young collection
+        // would find in flight.
+        let in_flight = if h.generational() {
+            let proposed: usize = rep
+                .instances_from(rep.last_executed())
+                .map(|i| i.value.requests().len())
+                .sum();
+            (rep.pending_len() + rep.pending_reads() + proposed + node.cpu.inbox.len()) as u64
+        } else {
+            0
+        };
+        let op_bytes = m.op_bytes(w.read_fraction, w.value_size);
+        h.after_step(now, m, step_bytes, rep, leader, in_flight * op_bytes)
     }
 
     /// The protocol says collect: the collector runs what is due (its
@@ -84,6 +108,8 @@ impl World {
     /// the replica's own state.
     pub(super) fn trace_memory(&mut self, ev: &TraceEvent) {
         let value_size = self.s.workload.value_size;
+        let m = &self.s.memory;
+        let now = self.now;
         let Some(node) = self.nodes.get_mut(ev.replica as usize) else {
             return;
         };
@@ -94,17 +120,29 @@ impl World {
         let Some(h) = node.heap.as_mut() else { return };
         match &ev.action {
             Action::Execute {
-                value: Some(ids), ..
+                slot,
+                value: Some(ids),
+                ..
             } => {
                 for id in ids {
-                    h.executed(if self.clients.is_update(id.client as ClientId, id.seq) {
-                        value_size
+                    let op = self.clients.op_of(id.client as ClientId, id.seq);
+                    let update = op.is_some_and(|o| o.f != F::Read);
+                    let write = op
+                        .filter(|_| update)
+                        .map(|o| (o.key, m.value_bytes(value_size)));
+                    let log = if update {
+                        m.write_log_bytes(value_size)
                     } else {
-                        0
-                    });
+                        m.log_bytes(false, value_size)
+                    };
+                    h.executed(now, slot.0, log, write);
                 }
             }
-            Action::Trim { .. } | Action::InstallSnapshot { .. } => h.extra(own_state),
+            Action::Trim { up_to } => {
+                h.trimmed(m, up_to.0);
+                h.extra(own_state);
+            }
+            Action::InstallSnapshot { .. } => h.extra(own_state),
             _ => {}
         }
     }

@@ -25,6 +25,7 @@ use crate::trace_hash::TraceHash;
 use crate::windows::Armed;
 
 mod collector;
+mod host;
 
 #[derive(Debug)]
 pub(crate) enum Ev {
@@ -172,6 +173,9 @@ pub struct World {
     gc_log: Vec<GcStep>,
     /// Which replicas were handing leadership off after their last step.
     handing_off: Vec<bool>,
+    /// On a shared host: until when each replica's collector stops the
+    /// world (its GC threads want every core it has).
+    gc_until: Vec<Time>,
 }
 
 impl World {
@@ -223,6 +227,7 @@ impl World {
             elections: 0,
             gc_log: Vec::new(),
             handing_off: vec![false; n],
+            gc_until: vec![0; n],
         };
         for (t, f) in plan {
             w.at(t, Ev::Fault(f));
@@ -484,15 +489,19 @@ impl World {
             if node.cpu.busy >= slots {
                 return;
             }
+            let speed = speed * self.host_share(r);
+            let node = &mut self.nodes[r as usize];
             let Some(input) = node.cpu.inbox.pop_front() else {
                 return;
             };
             let turn_starts = node.cpu.turn_starts();
             let pending = self.s.service.begin(&input, value_size, turn_starts);
-            let input_bytes = if node.heap.is_some() {
-                self.s.memory.input_bytes(&input, value_size)
-            } else {
-                0
+            let input_bytes = match (&node.heap, &node.replica) {
+                (Some(_), Some(rep)) => {
+                    let leader = rep.role() == stutter_core::Role::Leader;
+                    self.s.memory.input_bytes(&input, value_size, leader)
+                }
+                _ => 0,
             };
             let busy = node.cpu.busy_cores(speed);
             if let Some(h) = node.heap.as_mut() {
@@ -525,14 +534,11 @@ impl World {
             };
             self.outputs(r, &mut out);
             self.out = out;
-            let node = &mut self.nodes[r as usize];
-            let mut assist = 0;
-            if let Some(rep) = node.replica.as_ref() {
+            if let Some(rep) = self.nodes[r as usize].replica.as_ref() {
                 self.checker.after_step(r, rep);
-                if let Some(h) = node.heap.as_mut() {
-                    assist = h.after_step(now, &self.s.memory, step_bytes, rep, value_size);
-                }
             }
+            let assist = self.heap_after_step(r, step_bytes);
+            let node = &mut self.nodes[r as usize];
             let cost = node.cpu.whole(cost);
             let free_at = now + Cpu::duration(cost, assist, speed);
             if node.heap.is_some() {

@@ -104,7 +104,7 @@ def constants(runs):
 
     # Mark (+ sweep) cost of a whole cycle, OS CPU, mutator stopped.
     table = {}
-    for r in ok(runs, "mark") + ok(runs, "mark-classic"):
+    for r in ok(runs, "mark") + ok(runs, "mark-classic") + ok(runs, "mark-gib"):
         s, o = r["spec"], r["out"]
         live = o["heap"]["live_bytes"] / MIB
         key = f"procs={s['procs']} live={s['live']}MiB" + (f" {s['gc']}" if s.get("gc") else "")
@@ -188,11 +188,12 @@ def constants(runs):
 
     # Where the goal lands under a limit, and what the runtime keeps besides objects.
     lim = {}
-    for r in ok(runs, "sweep"):
+    for r in ok(runs, "sweep") + ok(runs, "goal-gib"):
         f = run_figures(r)
         if f["goal_over_limit"] is not None:
             gogc = "off" if r["spec"]["gogc"] == -1 else r["spec"]["gogc"]
-            d = lim.setdefault(f"GOGC={gogc} ratio={r['spec']['ratio']}", {"goal_over_limit": [], "footprint_over_live": []})
+            live = "" if r["spec"]["live"] == 64 else f"live={r['spec']['live']}MiB "
+            d = lim.setdefault(f"{live}GOGC={gogc} ratio={r['spec']['ratio']}", {"goal_over_limit": [], "footprint_over_live": []})
             d["goal_over_limit"].append(f["goal_over_limit"])
             d["footprint_over_live"].append(f["footprint_over_live"])
     c["limit"] = {k: {m: mean_range(v) for m, v in d.items()} for k, d in lim.items()}

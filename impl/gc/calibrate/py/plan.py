@@ -28,6 +28,19 @@ def go_plan(quick):
     for live in (16, 64, 256, 1024):
         runs.append(dict(rt="go", mode="forced", live=live, procs=1, gc="nogreenteagc", cycles=8 if live < 1024 else 4, tags=["mark-classic"]))
 
+    # GiB scale (issue 35): the marking cost at 2 GiB live for both
+    # collectors (about 5 GiB of memory each while it runs), and where the
+    # heap goal lands under a memory limit with 1 GiB live, allocating fast
+    # enough for several cycles in the window.
+    for gc in ("", "nogreenteagc"):
+        spec = dict(rt="go", mode="forced", live=2048, procs=1, cycles=3, tags=["mark-gib"])
+        if gc:
+            spec["gc"] = gc
+        runs.append(spec)
+    for ratio in (2, 1.5, 1.25):
+        runs.append(dict(rt="go", mode="steady", live=1024, procs=2, gogc=100, ratio=ratio, alloc=256,
+                         warmup=6, measure=20, probe=100, tags=["goal-gib"]))
+
     base = dict(rt="go", mode="steady", live=64, alloc=64, warmup=4, measure=15, probe=100)
     # No collection at all: the mutator's own CPU per request, the baseline
     # that GC's extra CPU is measured against (OS CPU of a run minus its
