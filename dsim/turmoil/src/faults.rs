@@ -50,6 +50,10 @@ pub struct Event {
 pub struct Plan {
     pub events: Vec<Event>,
     pub torn_writes: bool,
+    /// turmoil's injected I/O errors carry no OS error code
+    /// (`io::Error::other`), so the replica's group commit treats them as
+    /// fail-stop, not as the storage alarm's retryable ENOSPC/EDQUOT/EIO:
+    /// the supervisor restarts the replica, as before the alarm existed.
     pub io_error_probability: f64,
     pub max_latency_ms: u64,
 }
