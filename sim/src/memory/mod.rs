@@ -147,8 +147,8 @@ const LOG_ENTRY: u64 = 64 + 24;
 const KV_ENTRY: u64 = 24 + 48;
 /// Bytes of a session entry.
 const SESSION: u64 = 64;
-/// Bytes of a key with stutter's table (the benchmark's 23-byte keys).
-const LEGACY_KEY: u64 = 23;
+/// Bytes of a key without a profile: the benchmark's 23-byte keys.
+const TABLE_KEY: u64 = 23;
 
 impl MemoryModel {
     /// A Go-like runtime (GOGC=100) with GOMEMLIMIT at `ratio` × the data,
@@ -244,7 +244,7 @@ impl MemoryModel {
                 (raw as f64 * p.per_raw_byte()) as u64 + LOG_ENTRY
             }
             None => {
-                let raw = LEGACY_KEY + if update { value_size } else { 0 };
+                let raw = TABLE_KEY + if update { value_size } else { 0 };
                 ((raw + LOG_ENTRY) as f64 * self.overhead) as u64
             }
         }
