@@ -169,7 +169,7 @@ FIELDS = {
     "TransferWithPromise": lambda e: [str(int(e["to"])), str(int(e["ballot"])), str(int(e["promised"]))],
     "LearnCommit": lambda e: [str(int(e["from"])), str(int(e["ballot"])), str(int(e["slot"])),
                               str(int(e["leader_last_executed"])), setof(e["committed"])],
-    # Pre-vote (docs/protocol.md, "Pre-vote").
+    # Pre-vote (docs/protocol-pre-vote.md, "Pre-vote").
     "StartPreVote": lambda e: [str(int(e["ballot"]))],
     "HandlePreVote": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
     "HandlePreVoteReply": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GC coordination on the local cluster: real replica processes whose
 collector model (`[gc]`) runs plain or coordinated (`coordinated = true`,
-docs/protocol.md "GC coordination"), side by side at one offered load —
+docs/protocol-gc-coordination.md "GC coordination"), side by side at one offered load —
 the real-node half of docs/gc-study.md's Blade rows.
 
 For each configuration (no collector; G1-like and Go-like, each plain and
