@@ -34,7 +34,7 @@ pub struct Config {
     /// Emit [`crate::Output::Trace`] events (off on the hot path).
     pub trace: bool,
     /// Coordinate garbage collections in the manner of Blade
-    /// (`docs/protocol.md`, "GC coordination"): a follower collects only
+    /// (`docs/protocol-gc-coordination.md`): a follower collects only
     /// with the leader's grant, at most `n − majority` at once; a leader
     /// due for a collection first hands leadership to an up-to-date
     /// follower. Off: a collection the driver reports due starts at once.
@@ -84,7 +84,7 @@ pub struct Config {
     /// off then answers its in-flight clients as soon as the new leader
     /// commits their slots. Off: only heartbeats carry it.
     pub commit_on_accept: bool,
-    /// Pre-vote and leader stickiness (`docs/protocol.md`, "Pre-vote"): a
+    /// Pre-vote and leader stickiness (`docs/protocol-pre-vote.md`): a
     /// replica whose election timer fires first asks whether a majority
     /// would promise the ballot it would use, without raising its own; a
     /// replica that heard from a live leader within an election timeout

@@ -218,7 +218,7 @@ pub struct Gc {
     /// Data the modelled heap holds besides the node's real state, MiB
     /// (never materialized: the simulator's `dataset_mib`). 0 by default.
     pub dataset_mib: Option<u64>,
-    /// GC coordination in the manner of Blade (docs/protocol.md): the
+    /// GC coordination in the manner of Blade (docs/protocol-gc-coordination.md): the
     /// model's long collections wait for the protocol's grant, and a
     /// leader hands leadership off first. Off by default; every replica of
     /// a cluster should agree.

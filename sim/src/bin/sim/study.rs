@@ -92,7 +92,7 @@ pub struct SetupArgs {
     /// YCSB workload: a (50 % reads) or b (95 % reads).
     #[arg(long, default_value = "a")]
     workload: String,
-    /// GC coordination in the manner of Blade (docs/protocol.md).
+    /// GC coordination in the manner of Blade (docs/protocol-gc-coordination.md).
     #[arg(long)]
     blade: bool,
     /// With --blade: the old leader's grace after a hand-off, ms, in which
