@@ -1,7 +1,7 @@
 ------------------------------ MODULE Liveness ------------------------------
 (***************************************************************************)
 (* Liveness of stutter's MultiPaxos under fairness                        *)
-(* (docs/spec-sessions-liveness.md,                                      *)
+(* (docs/spec-sessions-liveness.md,                                       *)
 (* "Liveness").  MultiPaxos.tla is left untouched: this module restricts  *)
 (* its Next, adds fairness on the progress actions by name, and states    *)
 (* the temporal properties.  It refers to the variables only through      *)
