@@ -1,6 +1,7 @@
 ------------------------------ MODULE Liveness ------------------------------
 (***************************************************************************)
-(* Liveness of stutter's MultiPaxos under fairness (docs/spec.md,         *)
+(* Liveness of stutter's MultiPaxos under fairness                        *)
+(* (docs/spec-sessions-liveness.md,                                       *)
 (* "Liveness").  MultiPaxos.tla is left untouched: this module restricts  *)
 (* its Next, adds fairness on the progress actions by name, and states    *)
 (* the temporal properties.  It refers to the variables only through      *)
@@ -24,7 +25,8 @@
 (*     leader.  Neither is a claim about real timers.  CI checks          *)
 (*     Electors = {r1} (models/liveness_stable.cfg); with competing       *)
 (*     Electors a lagging follower needs catch-up (ModelCatchUp) after a  *)
-(*     leader change, and that model is too large for CI (docs/spec.md).  *)
+(*     leader change, and that model is too large for CI                  *)
+(*     (docs/spec-sessions-liveness.md).                                  *)
 (*  A3 Fairness: a replica that can make progress eventually does.  Weak  *)
 (*     fairness, per replica, on every step that delivers or reacts to a *)
 (*     message (HandlePrepare, HandleAccept, HandleHeartbeat; with       *)

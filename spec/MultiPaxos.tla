@@ -170,7 +170,7 @@ InstalledSessions(r, sn) == sn.sessions
 (***************************************************************************)
 \* Executing value v in slot s applies each request of it at most once per
 \* (client, seq), as the core's state machine (impl/core/src/sessions.rs;
-\* docs/protocol.md, "Session expiry"), Raft-style registration included:
+\* docs/protocol-sessions.md, "Session expiry"), Raft-style registration included:
 \*  - Register (seq 0) assigns the id RegBase + registered, counts it, and
 \*    creates its session at seq 0 (nothing is applied to the key-value
 \*    state; a Register executed again assigns another id);
@@ -361,7 +361,7 @@ Out(r, Now, Held) ==
 (***************************************************************************)
 (* GC coordination: state (the actions are below, before Next)            *)
 (***************************************************************************)
-\* Blade-style coordination of collections (docs/protocol.md, "GC
+\* Blade-style coordination of collections (docs/protocol-gc-coordination.md, "GC
 \* coordination (Blade)"; impl/core/src/replica/gc.rs).  A collecting
 \* replica is paused: it takes no step but GcDone (and may crash).  All of
 \* it is volatile.  Per replica r:
@@ -428,7 +428,7 @@ GcElected(r, Q) ==
 (* Pre-vote and leader stickiness: state (the actions are below, before   *)
 (* Next)                                                                   *)
 (***************************************************************************)
-\* As the core with Config::pre_vote (docs/protocol.md, "Pre-vote";
+\* As the core with Config::pre_vote (docs/protocol-pre-vote.md, "Pre-vote";
 \* impl/core/src/replica/pre_vote.rs), after etcd raft's PreVote with
 \* CheckQuorum.  All of it is volatile.  Per replica r:
 \*   hear[r]   r follows a leader (or a candidate it promised) it heard

@@ -419,7 +419,7 @@ SilentCrash ==
 \* fires only after a timeout without a word from the leader) or a
 \* pre-vote it grants.  Any time, as LeaseExpire without Partition: the
 \* trace does not show whether the leader was silent that long
-\* (docs/spec.md, "Pre-vote and leader stickiness").
+\* (docs/spec-pre-vote.md, "Pre-vote and leader stickiness").
 SilentLeaseExpire ==
     /\ Act(E) = "StartPreVote" \/ (Act(E) = "HandlePreVote" /\ F(3))
     /\ LeaseExpire(Rep(E))

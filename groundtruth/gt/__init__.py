@@ -1,6 +1,6 @@
 """The ground-truth harness: real replicated stores (stutter and the seed
 paper's own Replicant variants) under memory limits, measured with `bench`.
-See groundtruth/README.md and docs/performance.md ("Ground truth")."""
+See groundtruth/README.md and docs/performance-groundtruth.md."""
 
 import os
 

@@ -143,7 +143,7 @@ def toml_text(impl, f, measured, value_bytes=VALUE_BYTES, key_bytes=KEY_BYTES, n
               provisional=False):
     """The profile file (CONTRACT-profiles.md). A figure that could not be
     measured is written as 0.0 with a comment saying so."""
-    lines = [f"# Measured by groundtruth/run profile; see docs/performance.md (\"Ground truth\").",
+    lines = [f"# Measured by groundtruth/run profile; see docs/performance-groundtruth.md.",
              *([f"# PROVISIONAL: measured on a busy machine (see the load average in `measured`);",
                 f"# the CPU figures are not to be trusted, allocation and live bytes little affected."]
                if provisional else []),

@@ -1,7 +1,7 @@
 //! The simulator's event loop, timed: the event queue alone at the size
 //! and spread of a run's, and whole runs of the `sim bench` scenario
 //! (events per second and runs per second of one core). Run with
-//! `cargo bench -p stutter-sim --bench event_loop`; docs/simulator.md
+//! `cargo bench -p stutter-sim --bench event_loop`; docs/simulator-speed.md
 //! ("Speed and CI") has the figures and how to read them.
 
 // Test code: unwrap, expect and panic are how a test fails (the

@@ -109,7 +109,7 @@ impl Setup {
     /// The hand-off grace of `sim study --blade`, ms: below the study's
     /// election timeout (150 ms), long enough that almost every client of
     /// the old leader sends a request during it and is redirected
-    /// (docs/gc-study.md, "Hand-off grace").
+    /// (docs/gc-study-blade.md, "Hand-off grace").
     pub const GRACE_MS: f64 = 120.0;
 
     pub fn scenario(&self, rate: f64) -> Option<Scenario> {

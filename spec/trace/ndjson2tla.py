@@ -154,7 +154,7 @@ FIELDS = {
     "StepDown": lambda e: [str(int(e["ballot"]))],
     "Persisted": lambda e: [str(int(e["token"]))],
     "Recover": lambda e: sessions(e),
-    # GC coordination (docs/protocol.md); GcDue's headroom is not read.
+    # GC coordination (docs/protocol-gc-coordination.md); GcDue's headroom is not read.
     "GcDue": lambda e: [],
     "RequestGc": lambda e: [str(int(e["to"])), str(int(e["ballot"]))],
     "HandleGcRequest": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["granted"])],
@@ -169,7 +169,7 @@ FIELDS = {
     "TransferWithPromise": lambda e: [str(int(e["to"])), str(int(e["ballot"])), str(int(e["promised"]))],
     "LearnCommit": lambda e: [str(int(e["from"])), str(int(e["ballot"])), str(int(e["slot"])),
                               str(int(e["leader_last_executed"])), setof(e["committed"])],
-    # Pre-vote (docs/protocol.md, "Pre-vote").
+    # Pre-vote (docs/protocol-pre-vote.md, "Pre-vote").
     "StartPreVote": lambda e: [str(int(e["ballot"]))],
     "HandlePreVote": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],
     "HandlePreVoteReply": lambda e: [str(int(e["from"])), str(int(e["ballot"])), b(e["ok"])],

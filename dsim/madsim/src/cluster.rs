@@ -46,7 +46,7 @@ pub fn config(replicas: usize, gc: Option<&GcMode>) -> ClusterConfig {
 }
 
 /// The collector model every replica runs in a GC run (`[gc]`, docs/
-/// replica.md "Collector model"; under madsim driven in virtual time by
+/// replica-gc.md "Collector model"; under madsim driven in virtual time by
 /// the node's `gc_madsim.rs`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GcMode {
@@ -68,7 +68,7 @@ impl GcMode {
     /// goal, 85 % of the limit, leaves about 0.6 MiB to allocate; each
     /// cycle marks 64 MiB); G1 with 8 MiB and -Xmx at 1.15× (9 MiB: the
     /// old generation is past the marking threshold, eden is a few hundred
-    /// KiB). Measured on seeds 0..20: docs/simulator.md, "Three layers".
+    /// KiB). Measured on seeds 0..20: docs/simulator-madsim.md.
     pub fn tight(model: &str, blade: bool) -> GcMode {
         let (dataset_mib, memory_ratio) = if model == "go" { (64, 1.19) } else { (8, 1.15) };
         GcMode {

@@ -1,5 +1,5 @@
 //! The madsim layer of stutter's deterministic simulation
-//! (docs/simulator.md, "Three layers"): three (or five) unchanged replicas
+//! (docs/simulator-madsim.md): three (or five) unchanged replicas
 //! (node, write-ahead log, client protocols) and the real client library
 //! run as madsim nodes on one thread, with madsim's simulated network,
 //! clock and task scheduling. What this layer adds to the turmoil layer:

@@ -138,7 +138,7 @@ correct_node_only! {
                 }
                 // Measured on seeds 0..500: pauses in 489 (go) runs
                 // uncoordinated, 486 with Blade; hand-offs in 469 (go) with
-                // Blade (docs/simulator.md, "Three layers"). g1 at 300
+                // Blade (docs/simulator-madsim.md). g1 at 300
                 // operations, seeds 0..100: pauses in 100 runs with and
                 // without Blade, hand-offs in 100 with Blade.
                 assert!(paused * 10 >= per_mode * 8, "{model} blade {blade}: pauses in only {paused} of {per_mode} runs");

@@ -210,8 +210,8 @@ fn digests(finals: &Finals, v: &mut Vec<String>) {
 /// the client's 500 ms attempt timeout (under 2 timeouts), and a restarted
 /// replica's catch-up, which the leader serves at once. That is under 5
 /// timeouts; 10 leave a factor of two. The longest wait the correct node
-/// showed after healing is in docs/simulator.md (turmoil layer,
-/// "Liveness"). It must also stay below the client library's 5 s deadline
+/// showed after healing is in docs/simulator-turmoil.md ("Liveness";
+/// the figures in docs/notes/). It must also stay below the client library's 5 s deadline
 /// per call, so an operation that is never answered is judged by its wait
 /// and not only by its `Unknown` outcome.
 pub const LIVENESS_BOUND_ELECTION_TIMEOUTS: u32 = 10;

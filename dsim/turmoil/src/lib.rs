@@ -1,5 +1,5 @@
 //! The turmoil layer of stutter's deterministic simulation
-//! (docs/simulator.md, "Three layers"): three unchanged replicas (node,
+//! (docs/simulator-turmoil.md): three unchanged replicas (node,
 //! write-ahead log, client protocols) and the real client library run as
 //! turmoil hosts on one thread, with simulated network, disk and clock.
 //! A seed fixes everything: the workload, the fault schedule, turmoil's

@@ -1,6 +1,6 @@
 //! The replicas' own traces (`replica --trace`, the core's trace events)
 //! from a simulated run, for validation against the TLA+ spec
-//! (`spec/trace/merge.py`, `spec/validate`; docs/simulator.md). Shared by
+//! (`spec/trace/merge.py`, `spec/validate`; docs/simulator-turmoil.md). Shared by
 //! the turmoil and madsim layers (the madsim crate compiles this file by
 //! path).
 //!

@@ -291,7 +291,7 @@ correct_node_only! {
 /// Not a safety bug: Paxos tolerates lost messages, and the history stays
 /// linearizable; what shows is a replica behind a near-silent link that
 /// stays behind (convergence within 60 s of healing) and clients left
-/// unanswered (the liveness judge). Measured: see docs/simulator.md.
+/// unanswered (the liveness judge). Measured: see docs/simulator-turmoil.md.
 #[cfg(feature = "node-bug-drop-on-reconnect")]
 #[test]
 fn teeth_drop_on_reconnect_is_caught() {

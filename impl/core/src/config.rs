@@ -34,7 +34,7 @@ pub struct Config {
     /// Emit [`crate::Output::Trace`] events (off on the hot path).
     pub trace: bool,
     /// Coordinate garbage collections in the manner of Blade
-    /// (`docs/protocol.md`, "GC coordination"): a follower collects only
+    /// (`docs/protocol-gc-coordination.md`): a follower collects only
     /// with the leader's grant, at most `n − majority` at once; a leader
     /// due for a collection first hands leadership to an up-to-date
     /// follower. Off: a collection the driver reports due starts at once.
@@ -51,7 +51,7 @@ pub struct Config {
     /// After a hand-off the old leader asks the new one for its grant only
     /// this long later: a grace in which the clients that still address it
     /// are redirected rather than left waiting through its pause. Measured
-    /// in the simulator (docs/gc-study.md, "Hand-off grace"): with a grace
+    /// in the simulator (docs/gc-study-blade.md, "Hand-off grace"): with a grace
     /// shorter than most clients' gap between requests, the ones that sent
     /// nothing during it hit the pause, and the tail is the pause.
     pub gc_handoff_grace: Time,
@@ -62,13 +62,13 @@ pub struct Config {
     /// grace ends, and is not chosen as a hand-off target until then. Off:
     /// it is queued (and granted) at the election, as the spec's
     /// `GcElected` models; on, trace validation would need that changed
-    /// (docs/gc-study.md, "Where the coordinated tail comes from").
+    /// (docs/gc-study-blade.md, "Where the coordinated tail comes from").
     pub gc_grant_after_grace: bool,
     /// A leader handing off durably promises the target's next ballot
     /// itself (it follows that ballot from then on, exactly as if it had
     /// answered the target's `Prepare`) and sends the promise in
     /// `TimeoutNow`: with 3 replicas the target then needs no `Prepare`
-    /// round, only its own ballot write (docs/protocol.md, "GC
+    /// round, only its own ballot write (docs/protocol-gc-coordination.md, "GC
     /// coordination"). Off: the target runs a full election.
     pub gc_handoff_promise: bool,
     /// A leader handing off does not wait for its target to accept the
@@ -84,7 +84,7 @@ pub struct Config {
     /// off then answers its in-flight clients as soon as the new leader
     /// commits their slots. Off: only heartbeats carry it.
     pub commit_on_accept: bool,
-    /// Pre-vote and leader stickiness (`docs/protocol.md`, "Pre-vote"): a
+    /// Pre-vote and leader stickiness (`docs/protocol-pre-vote.md`): a
     /// replica whose election timer fires first asks whether a majority
     /// would promise the ballot it would use, without raising its own; a
     /// replica that heard from a live leader within an election timeout
@@ -133,7 +133,7 @@ impl Default for Config {
             gc_handoff_eager: false,
             commit_on_accept: false,
             pre_vote: true,
-            // Bounded (docs/protocol.md, "Session expiry"). The simulator
+            // Bounded (docs/protocol-sessions.md, "Session expiry"). The simulator
             // sets its own (unbounded unless a scenario bounds it).
             session_limit: 100_000,
             check_invariants: false,

@@ -171,7 +171,7 @@ pub enum Action {
     Recover {
         sessions: SessionsSummary,
     },
-    /// GC coordination (`docs/protocol.md`). The driver reported a
+    /// GC coordination (`docs/protocol-gc-coordination.md`). The driver reported a
     /// collection due, with `headroom` bytes left before it must collect.
     GcDue {
         headroom: u64,

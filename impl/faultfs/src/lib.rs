@@ -2,7 +2,7 @@
 //! processes. Writes land in memory; fsync/fdatasync makes a file's bytes
 //! durable, fsync of a directory its entries; on command everything else
 //! is dropped (a power cut), optionally with the last write torn, and
-//! writes fail with ENOSPC or EIO. See docs/replica.md, "faultfs".
+//! writes fail with ENOSPC or EIO. See docs/replica-hardening.md, "faultfs".
 
 pub mod control;
 pub mod fault;

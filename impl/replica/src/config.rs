@@ -95,7 +95,7 @@ pub struct Storage {
 pub const DEFAULT_SYNC_INTERVAL_US: u64 = 1000;
 
 /// The cluster secret that authenticates replicas to each other
-/// (docs/replica.md, "Peer authentication"). Give one of the two.
+/// (docs/replica-hardening.md, "Peer authentication"). Give one of the two.
 #[derive(Clone, Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Security {
@@ -199,7 +199,7 @@ impl Limits {
 }
 
 /// A garbage-collector model the node runs against its real allocation
-/// (docs/replica.md, "Collector model"). Off unless `model` is `go` or
+/// (docs/replica-gc.md, "Collector model"). Off unless `model` is `go` or
 /// `g1`.
 #[derive(Clone, Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -218,7 +218,7 @@ pub struct Gc {
     /// Data the modelled heap holds besides the node's real state, MiB
     /// (never materialized: the simulator's `dataset_mib`). 0 by default.
     pub dataset_mib: Option<u64>,
-    /// GC coordination in the manner of Blade (docs/protocol.md): the
+    /// GC coordination in the manner of Blade (docs/protocol-gc-coordination.md): the
     /// model's long collections wait for the protocol's grant, and a
     /// leader hands leadership off first. Off by default; every replica of
     /// a cluster should agree.
@@ -233,7 +233,7 @@ pub struct Gc {
     /// every `Accept` carries the commit point; Config::
     /// gc_handoff_promise, gc_handoff_eager, commit_on_accept) or `wait`
     /// (the target is brought up to date first and runs a full election;
-    /// docs/gc-study.md, "The fast hand-off"). Every replica of a cluster
+    /// docs/gc-study-blade.md, "The fast hand-off"). Every replica of a cluster
     /// must agree: the messages differ.
     pub handoff: Option<String>,
 }

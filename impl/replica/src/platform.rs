@@ -2,7 +2,7 @@
 //! wall clock. By default these are the operating system's (tokio's
 //! sockets, `std::fs`, `SystemTime`); with the `turmoil` feature they are
 //! turmoil's simulated ones, so that the unchanged node runs as a host of a
-//! deterministic simulation (`dsim/turmoil`, docs/simulator.md "Three
+//! deterministic simulation (`dsim/turmoil`, docs/simulator-layers.md "Three
 //! layers"). With the `madsim` feature (and `--cfg madsim`) `tokio` is
 //! madsim-tokio (src/lib.rs) and the sockets are madsim's, wrapped here to
 //! tokio's shape (`madsim_net.rs`), and files are an in-memory disk of the

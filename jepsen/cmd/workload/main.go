@@ -233,7 +233,7 @@ func (w *worker) invoke(op hist.Op, toLeader bool) string {
 			done.Error = arg
 			if arg == "error session expired" {
 				// The replica evicted this connection's session (bounded
-				// table, docs/protocol.md "Session expiry"): an earlier
+				// table, docs/protocol-sessions.md "Session expiry"): an earlier
 				// attempt may have executed, so the outcome is unknown. The
 				// replica closes the connection; the next one is a new client.
 				done.Type = "info"

@@ -1,11 +1,11 @@
 (ns stutter.gc-opts
   "The --gc option of the Jepsen test: every replica runs a collector model
-  ([gc] in docs/replica.md). Needs no Jepsen: test/stutter/gc_opts_test.clj."
+  ([gc] in docs/replica-gc.md). Needs no Jepsen: test/stutter/gc_opts_test.clj."
   (:require [clojure.string :as str]))
 
 (defn parse-gc
   "\"g1:8:blade\" -> {:model \"g1\", :ratio 8.0, :blade true, :dataset-mib 64}:
-  the collector model every replica runs ([gc] in docs/replica.md), its
+  the collector model every replica runs ([gc] in docs/replica-gc.md), its
   memory limit as a multiple of the modelled data, and GC coordination."
   [s]
   (let [[model ratio & more] (str/split (str s) #":")

@@ -16,7 +16,7 @@
 //! `REGISTERED_BASE`) is refused as unknown. Any other request at seq 0,
 //! or a `Register` elsewhere, is refused.
 //!
-//! Expiry (docs/protocol.md, "Session expiry"): the table holds at most
+//! Expiry (docs/protocol-sessions.md, "Session expiry"): the table holds at most
 //! `limit` clients. A `Register` while it is full first drops the client
 //! whose last applied request has the lowest slot (the lowest id among
 //! equals). A request of an id handed out but without a session was

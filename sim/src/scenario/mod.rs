@@ -130,7 +130,7 @@ pub struct Scenario {
     /// Config::gc_handoff_grace. 40 ms by default, what every seed ran
     /// with before it was a setting of its own (it was the transfer wait),
     /// so that trace hashes stay; `sim study` sets its own
-    /// (docs/gc-study.md, "Hand-off grace").
+    /// (docs/gc-study-blade.md, "Hand-off grace").
     #[serde(default = "default_handoff_grace")]
     pub gc_handoff_grace: Time,
     /// Config::gc_grant_after_grace. Off by default (trace hashes stay);

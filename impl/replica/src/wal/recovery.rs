@@ -51,7 +51,7 @@ impl fmt::Display for Damaged {
             f,
             "damaged acceptor state: {} at byte {}: {}. This replica must not vote with it: \
              rebuild it from its peers (move its data directory aside; with an empty one it \
-             rejoins by catch-up; docs/replica.md, \"Damaged acceptor state\", says when that is safe)",
+             rejoins by catch-up; docs/replica-internals.md, \"Damaged acceptor state\", says when that is safe)",
             self.file, self.offset, self.what
         )
     }

@@ -23,7 +23,7 @@ use study::{study, StudyCmd};
 
 // A run allocates and frees a message, a request or a trace event per
 // step: mimalloc does that in about half the instructions of glibc's
-// malloc (docs/simulator.md, "Speed and CI"). Allocation addresses never
+// malloc (docs/simulator-speed.md, "Speed and CI"). Allocation addresses never
 // reach the simulation, so runs stay the same.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -92,7 +92,7 @@ pub struct SetupArgs {
     /// YCSB workload: a (50 % reads) or b (95 % reads).
     #[arg(long, default_value = "a")]
     workload: String,
-    /// GC coordination in the manner of Blade (docs/protocol.md).
+    /// GC coordination in the manner of Blade (docs/protocol-gc-coordination.md).
     #[arg(long)]
     blade: bool,
     /// With --blade: the old leader's grace after a hand-off, ms, in which
@@ -103,7 +103,7 @@ pub struct SetupArgs {
     /// ask for its grant when its grace ends (Config::gc_grant_after_grace).
     #[arg(long)]
     grant_after_grace: bool,
-    /// With --blade, the hand-off (docs/gc-study.md, "The fast
+    /// With --blade, the hand-off (docs/gc-study-blade.md, "The fast
     /// hand-off"): `fast` (Config::gc_handoff_promise, gc_handoff_eager
     /// and commit_on_accept), `wait` (none: the target first accepts the
     /// slots in flight, then runs a full election), or a comma-separated
