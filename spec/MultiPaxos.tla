@@ -28,7 +28,8 @@ EXTENDS Naturals, Sequences, FiniteSets, TLC
 
 CONSTANTS
     Replicas,      \* set of replica ids (model values, symmetric)
-    Clients,       \* set of client ids (model values)
+    Clients,       \* clients registered before the behaviour (model values,
+                   \* section Sessions)
     MaxSeq,        \* client sequence numbers are 1..MaxSeq
     NumSlots,      \* slots are 1..NumSlots
     MaxBallot,     \* ballots are 1..MaxBallot (0 = none)
@@ -53,7 +54,7 @@ CONSTANTS
     MaxSessions,   \* bound of the session table (session_limit), 0 = none
                    \* (section Sessions)
     Registrations  \* number of Register requests (nonces 1..Registrations),
-                   \* and of registered ids clients use (section Sessions)
+                   \* and of ids they assign that clients use (section Sessions)
 
 VARIABLES
     ballot,        \* ballot[r]: promised ballot
@@ -83,10 +84,12 @@ vars == <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap,
 
 Slots    == 1..NumSlots
 Ballots  == 1..MaxBallot                    \* overridden by trace validation
-\* Registered client ids are assigned by the log (section Sessions):
-\* RegBase + 0, RegBase + 1, ... (2^63 + k in the code, which TLC's
-\* integers do not reach; the trace converter maps 2^63 + k here).  A
-\* model's clients use the first Registrations of them.
+\* Client ids are assigned by the log (section Sessions): RegBase + 0,
+\* RegBase + 1, ... (2^63 + k in the code, which TLC's integers do not
+\* reach; the trace converter maps 2^63 + k here).  A model's clients are
+\* those of Clients, whose Register the log executed before the
+\* behaviour starts (model values, so that symmetry applies to them), and
+\* the ids the first Registrations Register requests assign.
 RegBase  == 1000000
 RegIds   == {RegBase + j : j \in 0..(Registrations - 1)}
 \* A Register request: seq 0 is reserved for it; n is a nonce that only
@@ -110,12 +113,12 @@ Min2(a, b) == IF a < b THEN a ELSE b
 Msg(t, f, to, b, s, v, le, g, ents, sn) ==
     [type |-> t, from |-> f, to |-> to, bal |-> b, slot |-> s, val |-> v,
      le |-> le, gle |-> g, entries |-> ents, snap |-> sn]
-\* The session table (section Sessions): seq[c] the highest seq of client c
-\* executed (legacy clients, Clients: always in the domain, 0 = none;
-\* registered ids: in the domain while they have a session, seq 0 after
+\* The session table (section Sessions): c is in DOMAIN seq while it has a
+\* session, seq[c] the highest seq of client c executed (0 after its
 \* Register), at[c] the slot that last executed a request of c (kept only
 \* with a bound: 0 without, so that unbounded models have the states they
-\* had), registered the number of Register requests executed.
+\* had), registered the number of Register requests executed.  At the
+\* start the clients of Clients have their session (seq 0).
 NoSessions == [seq |-> [c \in Clients |-> 0], at |-> [c \in Clients |-> 0], registered |-> 0]
 NoSnap    == [le |-> 0, kv |-> <<>>, sessions |-> NoSessions, exec |-> <<>>]
 Broadcast == "all"
@@ -176,41 +179,40 @@ InstalledSessions(r, sn) == sn.sessions
 \*    state; a Register executed again assigns another id);
 \*  - a request <<c, q>> of a client with a session is applied iff q is
 \*    above the session's seq;
-\*  - a legacy client (Clients) without a session gets one (today's rule);
-\*  - a registered id without a session is not applied: expired if the log
-\*    assigned it (c < RegBase + registered), an unknown client if not.
-\* With MaxSessions > 0, recording a session for a client without one when
-\* MaxSessions exist first evicts the least recently executed session
-\* (smallest slot of its last execution, ties by smaller client id); an
-\* evicted registered id leaves nothing behind, an evicted legacy client
-\* goes back to seq 0.  Tombstones and the retry flag are not modelled.
+\*  - a client without a session is not applied: expired if the log
+\*    assigned it (Assigned), an unknown client if not.
+\* With MaxSessions > 0, a Register when MaxSessions exist first evicts the
+\* least recently executed session (smallest slot of its last execution,
+\* ties by smaller client id); an evicted client leaves nothing behind.
 \* Requests, Applied and ExecHistory are overridden by trace validation,
 \* whose values are batches and which does not track the key-value state.
 Requests(v) == IF v = Noop THEN <<>> ELSE <<v>>
 IsRegister(c) == c[2] = 0
-HasSession(ss, c) == IF c \in Clients THEN ss.seq[c] > 0 ELSE c \in DOMAIN ss.seq
-Live(ss) == {c \in DOMAIN ss.seq : HasSession(ss, c)}
-NumSessions(ss) == Cardinality(Live(ss))
+HasSession(ss, c) == c \in DOMAIN ss.seq
+NumSessions(ss) == Cardinality(DOMAIN ss.seq)
+\* Whether the log assigned id c (IF: a model value is not compared by <).
+Assigned(ss, c) == IF c \in Clients THEN TRUE ELSE c < RegBase + ss.registered
 \* The session evicted to make room: a model's batches hold one request, so
-\* two sessions never share a slot there (and legacy ids, model values,
-\* are never compared by <).
+\* two sessions never share a slot there (and the clients of Clients,
+\* model values, are never compared by <: see the ASSUME below).
 Victim(ss) ==
-    CHOOSE c \in Live(ss) : \A d \in Live(ss) :
+    CHOOSE c \in DOMAIN ss.seq : \A d \in DOMAIN ss.seq :
        d = c \/ ss.at[c] < ss.at[d] \/ (ss.at[c] = ss.at[d] /\ c < d)
 Evict(ss, c) ==
-    IF c \in Clients THEN [ss EXCEPT !.seq[c] = 0, !.at[c] = 0]
-    ELSE [ss EXCEPT !.seq = [x \in DOMAIN @ \ {c} |-> @[x]], !.at = [x \in DOMAIN @ \ {c} |-> @[x]]]
+    [ss EXCEPT !.seq = [x \in DOMAIN @ \ {c} |-> @[x]], !.at = [x \in DOMAIN @ \ {c} |-> @[x]]]
 \* Room for one more session.
 MakeRoom(ss) ==
     IF MaxSessions > 0 /\ NumSessions(ss) >= MaxSessions THEN Evict(ss, Victim(ss)) ELSE ss
 \* Client c's session at seq q, last executed in slot s.
 SetSession(ss, c, q, s) ==
     LET at == IF MaxSessions > 0 THEN s ELSE 0 IN
-    IF c \in Clients THEN [ss EXCEPT !.seq[c] = q, !.at[c] = at]
-    ELSE [ss EXCEPT !.seq = (c :> q) @@ @, !.at = (c :> at) @@ @]
+    [ss EXCEPT !.seq = (c :> q) @@ @, !.at = (c :> at) @@ @]
+\* Eviction compares clients by <: with a bound, the model values of
+\* Clients, which all start at slot 0, would be compared.
+ASSUME MaxSessions > 0 => Cardinality(Clients) <= 1
 
 \* MUTATION POINT (mutants/expired_session_executes.tla): a request of a
-\* registered id c without a session is applied, as a new client's.
+\* client c without a session is applied, as a new client's.
 ExpiredApplies(ss, c) == FALSE
 
 \* The requests reqs executed in slot s, after the key-value state k and
@@ -228,7 +230,7 @@ ApplyReqs(k, ss, n, reqs, s) ==
          THEN IF c[2] > ss.seq[c[1]]
               THEN ApplyReqs(Append(k, c), SetSession(ss, c[1], c[2], s), n + 1, Tail(reqs), s)
               ELSE ApplyReqs(k, ss, n, Tail(reqs), s)          \* duplicate or stale
-         ELSE IF c[1] \in Clients \/ ExpiredApplies(ss, c[1])
+         ELSE IF ExpiredApplies(ss, c[1])
          THEN ApplyReqs(Append(k, c), SetSession(MakeRoom(ss), c[1], c[2], s), n + 1, Tail(reqs), s)
          ELSE ApplyReqs(k, ss, n, Tail(reqs), s)               \* expired or unknown
 Applied(r, v) == ApplyReqs(kv[r], sessions[r], 0, Requests(v), lastExecuted[r] + 1)
@@ -1249,10 +1251,10 @@ SymmetryRC == Permutations(Replicas) \cup Permutations(Clients)
 (* Invariants                                                              *)
 (***************************************************************************)
 Roles == {"Follower", "Candidate", "Leader"}
-\* A session table: legacy clients always in it, registered ids only those
-\* the log assigned, seqs within MaxSeq, the bound kept.
+\* A session table: sessions of ids the log assigned only, seqs within
+\* MaxSeq, the bound kept.
 SessionsOK(ss) ==
-    /\ DOMAIN ss.at = DOMAIN ss.seq /\ Clients \subseteq DOMAIN ss.seq
+    /\ DOMAIN ss.at = DOMAIN ss.seq
     /\ ss.registered \in 0..NumSlots
     /\ \A c \in DOMAIN ss.seq \ Clients : c \in RegBase..(RegBase + ss.registered - 1)
     /\ \A c \in DOMAIN ss.seq : ss.seq[c] \in 0..MaxSeq /\ ss.at[c] \in 0..NumSlots

@@ -40,9 +40,7 @@ TraceNoOwner == -2
 TraceNoop == 0
 TraceNoVal == -1
 TraceReqs(v) == TraceRequests[v + 1]
-\* No symmetry is used here, and TLC evaluates every constant definition at
-\* start: the permutations of a trace's clients (40 million for 11) must
-\* not be.
+\* No symmetry is used here (replica ids are the trace's).
 TraceSymmetryRC == {}
 \* Registration, eviction and expiry as in the models (MultiPaxos.tla,
 \* section Sessions): a Register is <<0, 0>>, registered ids are RegBase + k,
@@ -50,8 +48,8 @@ TraceSymmetryRC == {}
 ApplyBatch(r, v) == ApplyReqs(<<>>, sessions[r], 0, TraceReqs(v), lastExecuted[r] + 1)
 TraceApplied(r, v) == [kv |-> kv[r], sessions |-> ApplyBatch(r, v).sessions]
 \* How many requests of batch v replica r executes now (the others are
-\* duplicates or stale, or of registered ids without a session: at most
-\* once; a Register counts).
+\* duplicates or stale, or of ids without a session: at most once; a
+\* Register counts).
 AppliedCount(r, v) == ApplyBatch(r, v).n
 TraceExecHistory(e, v) == <<v>>
 TraceCommitHistory(c) == chosen
@@ -110,16 +108,14 @@ Msgs(t, f, r, b) == {m \in msgs : m.type = t /\ m.from = f /\ For(r, m) /\ m.bal
 \* i + 1: how many clients have a session, the sum of their last seqs)
 \* is the spec's.  Read where a table changes: Execute, and the installs
 \* of a snapshot (catch-up, a promised one, a restart from disk).
-\* A registered session counts in the clients and adds its seq (0 after
-\* its Register) to the sum; legacy clients are 1..Cardinality(Clients).
-RECURSIVE SeqSum(_, _)
-SeqSum(f, k) == IF k = 0 THEN 0 ELSE f[k] + SeqSum(f, k - 1)
+\* A session counts in the clients and adds its seq (0 after its
+\* Register) to the sum.
 RECURSIVE SumOver(_, _)
 SumOver(f, S) == IF S = {} THEN 0 ELSE LET c == CHOOSE c \in S : TRUE IN f[c] + SumOver(f, S \ {c})
 SessionsMatch(r, i) ==
     LET ss == sessions'[r] IN
     /\ NumSessions(ss) = F(i)
-    /\ SeqSum(ss.seq, Cardinality(Clients)) + SumOver(ss.seq, DOMAIN ss.seq \ Clients) = F(i + 1)
+    /\ SumOver(ss.seq, DOMAIN ss.seq) = F(i + 1)
 
 NewlyCommitted(r) == {s \in DOMAIN log'[r] : log'[r][s].com /\ ~At(log[r], s).com}
 

@@ -11,14 +11,15 @@ summary) followed by the action's fields in the order of FIELDS.  Values
 (batches of requests) are compared for identity, so each distinct batch
 becomes a number, the no-op (empty batch) 0 (TraceMultiPaxos overrides
 Noop accordingly); TraceRequests lists the <<client, seq>> requests of
-each, with clients numbered 1, 2, ..., so that the trace spec can keep
-every replica's session table and judge at-most-once execution.
+each, so that the trace spec can keep every replica's session table and
+judge at-most-once execution.
 
 Registration (MultiPaxos.tla, section Sessions): a request [nonce, 0] is
 a Register (seq 0 is reserved for it; the nonce only routes the reply and
-becomes 0 here), and the log assigns registered ids 2^63 + k, which the
-spec computes from its counter: they become REG_BASE + k (the spec's
-RegBase), not numbers of first appearance.  The bound of the session
+becomes 0 here), and the log assigns client ids 2^63 + k, which the spec
+computes from its counter: they become REG_BASE + k (the spec's RegBase).
+A request of any other id is not one the core puts in its log: the trace
+is refused (exit 2).  The bound of the session
 table (session_limit) is read from the `limit` field of the events'
 `sessions` summaries (absent: unbounded, as every trace before it).
 
@@ -31,13 +32,9 @@ import sys
 ROLES = {"Follower", "Candidate", "Leader"}
 
 # Batches numbered 1, 2, ... in order of first appearance; the empty one
-# (a no-op) is 0.  Client ids of the real node exceed TLC's integers (so
-# do their sums): legacy clients (ids below 2^63) are numbered 1, 2, ...
-# in the order of their ids (which the eviction order's tie-break reads),
-# which keeps session tables comparable; registered ids 2^63 + k become
+# (a no-op) is 0.  Client ids exceed TLC's integers: 2^63 + k becomes
 # REG_BASE + k.
 BATCHES = {(): 0}
-CLIENTS = {}
 TLC_MAX = 2**31 - 1
 REG_ID = 2**63        # the core's first registered id
 REG_BASE = 1000000    # MultiPaxos.tla's RegBase
@@ -48,12 +45,12 @@ def client(c, q):
     """TLA+ text of the client of request [c, q]."""
     if q == 0:
         return "0"                    # a Register: the nonce is not read
-    if c >= REG_ID:
-        k = c - REG_ID
-        if REG_BASE + k > TLC_MAX:
-            raise ValueError(f"registered id 2^63 + {k} is outside TLC's integers")
-        return str(REG_BASE + k)
-    return str(CLIENTS[c])
+    if c < REG_ID:
+        raise ValueError(f"request ({c}, {q}): client id {c} was not assigned by the log (below 2^63)")
+    k = c - REG_ID
+    if REG_BASE + k > TLC_MAX:
+        raise ValueError(f"client id 2^63 + {k} is outside TLC's integers")
+    return str(REG_BASE + k)
 
 
 def small(x, what):
@@ -64,23 +61,14 @@ def small(x, what):
 
 
 def val(v):
-    # A request is [client, seq], or [client, seq, true] when its client
-    # flagged it a retry: the flag only matters to a bounded session table,
-    # which the spec does not model, so it is dropped here.
+    # A request is [client, seq].
     key = tuple((int(r[0]), int(r[1])) for r in (v or []))
     if key not in BATCHES:
         BATCHES[key] = len(BATCHES)
         for c, q in key:
-            if q != 0 and c < REG_ID:
-                CLIENTS.setdefault(c, 0)
+            client(c, q)
             small(q, "sequence number")
     return str(BATCHES[key])
-
-
-def number_clients():
-    """Number the legacy clients 1, 2, ... in the order of their ids."""
-    for i, c in enumerate(sorted(CLIENTS), 1):
-        CLIENTS[c] = i
 
 
 def requests_table():
@@ -381,7 +369,6 @@ def main():
                 e = json.loads(line)
                 events.append(e)
         recs = [record(e) for e in events]
-        number_clients()
         if len(LIMITS) > 1:
             raise ValueError(f"sessions summaries report several bounds: {sorted(LIMITS)}")
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -409,7 +396,6 @@ def main():
         out.write(f"TraceReplicas == 0..{n - 1}\n")
         out.write(f"TraceBallots == {setof(ballots) if ballots else '{}'}\n")
         out.write(f"TraceNumSlots == {max(slots) + 1}\n")
-        out.write(f"TraceClients == 1..{len(CLIENTS)}\n")
         out.write("\\* The bound of the session table (0: none), from the sessions summaries.\n")
         out.write(f"TraceMaxSessions == {max(LIMITS | {0})}\n")
         out.write("\\* Pre-vote on: the trace holds a pre-vote event.\n")
