@@ -6,9 +6,13 @@
 //! that differ (measured: it failed on seeds of 0..10) where `run`, which
 //! seeds that generator (lib.rs, `run_here`), replays exactly.
 //!
-//! With the feature `node-bug-ack-before-sync` (the group commit
-//! acknowledges before it writes and syncs), `node-bug-drop-on-reconnect`
-//! or `node-bug-lost-redirect-route` only that negative control runs.
+//! With the feature `node-bugs` only the negative controls are compiled,
+//! one per injected bug (`ack-before-sync`: the group commit acknowledges
+//! before it writes and syncs; `drop-on-reconnect`;
+//! `lost-redirect-route`), each run with `STUTTER_NODE_BUG` naming its bug
+//! and a test-name filter, e.g. `STUTTER_NODE_BUG=ack-before-sync cargo
+//! test --release --features node-bugs --test madsim_layer
+//! ack_before_sync`; the three share one build.
 //! Every run is judged for liveness too (the turmoil layer's
 //! `check::liveness`).
 //!
@@ -19,18 +23,27 @@
 //! widens the swarms (GC swarms: half of it per model and mode).
 
 /// Items for the correct node only: left out when the crate is built with
-/// an injected node bug, whose tests are the teeth below.
+/// the injected node bugs, whose tests are the teeth below.
 macro_rules! correct_node_only {
     ($($item:item)*) => {
         $(
-            #[cfg(not(any(
-                feature = "node-bug-ack-before-sync",
-                feature = "node-bug-drop-on-reconnect",
-                feature = "node-bug-lost-redirect-route"
-            )))]
+            #[cfg(not(feature = "node-bugs"))]
             $item
         )*
     };
+}
+
+/// A negative control's first step: the bug it is for must be the one
+/// `STUTTER_NODE_BUG` injects, so that the control run without it (or
+/// with another) fails loudly instead of passing on the correct node.
+#[cfg(feature = "node-bugs")]
+fn require_bug(bug: stutter_replica::node_bug::NodeBug) {
+    assert_eq!(
+        stutter_replica::node_bug::chosen(),
+        Some(bug),
+        "this negative control needs STUTTER_NODE_BUG={}",
+        bug.name()
+    );
 }
 
 correct_node_only! {
@@ -193,9 +206,10 @@ correct_node_only! {
 /// after the simulated sync time (10 ms, impl/replica/src/wal/mod.rs), so a
 /// kill in that window takes acknowledged records away; a power loss of
 /// the whole cluster loses them for good.
-#[cfg(feature = "node-bug-ack-before-sync")]
+#[cfg(feature = "node-bugs")]
 #[test]
 fn teeth_ack_before_sync_is_caught() {
+    require_bug(stutter_replica::node_bug::NodeBug::AckBeforeSync);
     // Measured: seeds 0..500 catch it 20 times, the first at seed 15.
     let opts = Options::default();
     let caught = (0..60).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
@@ -207,9 +221,10 @@ fn teeth_ack_before_sync_is_caught() {
 /// behind the near-silent link stays behind (convergence) and some calls
 /// wait past the liveness bound. Measured: 38 of seeds 0..100 fail (all
 /// by convergence, 3 also by the liveness judge), the first at seed 1.
-#[cfg(feature = "node-bug-drop-on-reconnect")]
+#[cfg(feature = "node-bugs")]
 #[test]
 fn teeth_drop_on_reconnect_is_caught() {
+    require_bug(stutter_replica::node_bug::NodeBug::DropOnReconnect);
     let opts = Options::default();
     let caught = (0..10).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
     assert!(caught.is_some(), "drop-on-reconnect survived 10 seeds");
@@ -219,9 +234,10 @@ fn teeth_drop_on_reconnect_is_caught() {
 /// requests (impl/replica/src/node/routes.rs): only the liveness judge
 /// sees it. Measured: 27 of seeds 0..40 fail, every one by the judge
 /// alone, the first at seed 2.
-#[cfg(feature = "node-bug-lost-redirect-route")]
+#[cfg(feature = "node-bugs")]
 #[test]
 fn teeth_lost_redirect_route_is_caught() {
+    require_bug(stutter_replica::node_bug::NodeBug::LostRedirectRoute);
     let opts = Options::default();
     let caught = (0..20).find(|seed| {
         run(*seed, &opts).is_ok_and(|o| o.violations.iter().any(|v| v.starts_with("liveness:")))

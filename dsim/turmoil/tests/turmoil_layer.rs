@@ -1,31 +1,42 @@
 //! The turmoil layer's tests: a seed replays to the same result, a swarm of
 //! seeds with every fault kind passes, a swarm with corrupted reads and
 //! damaged files ends in refusals, never in a panic or a violation, and
-//! the injected node bugs (features `node-bug-ack-before-sync`,
-//! `node-bug-accept-torn-tail`, `node-bug-drop-on-reconnect`,
-//! `node-bug-lost-redirect-route`) are caught. Every run is also judged for
+//! the injected node bugs (feature `node-bugs`, one test per bug, each
+//! run with `STUTTER_NODE_BUG` naming its bug: `ack-before-sync`,
+//! `accept-torn-tail`, `drop-on-reconnect`, `lost-redirect-route`) are
+//! caught. Every run is also judged for
 //! liveness (`check::liveness`: after the last fault healed, every
 //! operation answered within 10 election timeouts).
 //!
 //! `cargo test --release` in dsim/turmoil runs them; `SWARM_SEEDS=500`
-//! widens the swarm.
+//! widens the swarm. A negative control, e.g.:
+//! `STUTTER_NODE_BUG=ack-before-sync cargo test --features node-bugs --test
+//! turmoil_layer ack_before_sync`; the four share one build.
 
 use stutter_dsim_turmoil::{run, Options};
 
 /// Items for the correct node only: left out when the crate is built with
-/// an injected node bug, whose tests are the teeth below.
+/// the injected node bugs, whose tests are the teeth below.
 macro_rules! correct_node_only {
     ($($item:item)*) => {
         $(
-            #[cfg(not(any(
-                feature = "node-bug-ack-before-sync",
-                feature = "node-bug-accept-torn-tail",
-                feature = "node-bug-drop-on-reconnect",
-                feature = "node-bug-lost-redirect-route"
-            )))]
+            #[cfg(not(feature = "node-bugs"))]
             $item
         )*
     };
+}
+
+/// A negative control's first step: the bug it is for must be the one
+/// `STUTTER_NODE_BUG` injects, so that the control run without it (or
+/// with another) fails loudly instead of passing on the correct node.
+#[cfg(feature = "node-bugs")]
+fn require_bug(bug: stutter_replica::node_bug::NodeBug) {
+    assert_eq!(
+        stutter_replica::node_bug::chosen(),
+        Some(bug),
+        "this negative control needs STUTTER_NODE_BUG={}",
+        bug.name()
+    );
 }
 
 correct_node_only! {
@@ -36,13 +47,10 @@ correct_node_only! {
     }
 }
 
-/// Not run with the two liveness bugs: their runs are long (every stalled
-/// call waits out the client's 5 s deadline), and the test command builds
-/// them only for their teeth.
-#[cfg(not(any(
-    feature = "node-bug-drop-on-reconnect",
-    feature = "node-bug-lost-redirect-route"
-)))]
+/// Not in the `node-bugs` build, whose runs ./test filters to the teeth
+/// (the liveness bugs' runs are long: every stalled call waits out the
+/// client's 5 s deadline).
+#[cfg(not(feature = "node-bugs"))]
 #[test]
 fn the_same_seed_gives_the_same_run() {
     let opts = Options::default();
@@ -92,9 +100,10 @@ correct_node_only! {
 
 /// The group commit acknowledges before it syncs: a crash (a power loss of
 /// the cluster above all) takes acknowledged writes away.
-#[cfg(feature = "node-bug-ack-before-sync")]
+#[cfg(feature = "node-bugs")]
 #[test]
 fn teeth_ack_before_sync_is_caught() {
+    require_bug(stutter_replica::node_bug::NodeBug::AckBeforeSync);
     // Measured: seeds 0..100 catch it 6 times, the first at seed 18.
     let opts = Options::default();
     let caught = (0..30).find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
@@ -205,9 +214,10 @@ correct_node_only! {
 /// (replicas did not converge: one executed a damaged record) and 151
 /// (an abort) are caught, and the correct node refuses the damaged state
 /// at both and passes. Hence 160 seeds.
-#[cfg(feature = "node-bug-accept-torn-tail")]
+#[cfg(feature = "node-bugs")]
 #[test]
 fn teeth_accept_torn_tail_is_caught() {
+    require_bug(stutter_replica::node_bug::NodeBug::AcceptTornTail);
     let caught = (0..160).find(|seed| {
         let status = std::process::Command::new("prlimit")
             .args([
@@ -287,14 +297,15 @@ correct_node_only! {
 }
 
 /// A re-established peer link drops the first message of every batch to
-/// that peer (impl/replica/src/node/peers.rs, `BUG_DROP_ON_RECONNECT`).
+/// that peer (impl/replica/src/node/peers.rs, `bug_drop_on_reconnect`).
 /// Not a safety bug: Paxos tolerates lost messages, and the history stays
 /// linearizable; what shows is a replica behind a near-silent link that
 /// stays behind (convergence within 60 s of healing) and clients left
 /// unanswered (the liveness judge). Measured: see docs/simulator-turmoil.md.
-#[cfg(feature = "node-bug-drop-on-reconnect")]
+#[cfg(feature = "node-bugs")]
 #[test]
 fn teeth_drop_on_reconnect_is_caught() {
+    require_bug(stutter_replica::node_bug::NodeBug::DropOnReconnect);
     let opts = Options::default();
     let caught = (0..DROP_ON_RECONNECT_SEEDS)
         .find(|seed| run(*seed, &opts).map_or(true, |o| !o.violations.is_empty()));
@@ -304,18 +315,19 @@ fn teeth_drop_on_reconnect_is_caught() {
     );
 }
 
-#[cfg(feature = "node-bug-drop-on-reconnect")]
+#[cfg(feature = "node-bugs")]
 const DROP_ON_RECONNECT_SEEDS: u64 = 10;
 
 /// A replica that redirected a client keeps no route for that client's
 /// later requests (impl/replica/src/node/routes.rs,
-/// `BUG_LOST_REDIRECT_ROUTE`): once it leads, that client's requests are
+/// `bug_lost_redirect_route`): once it leads, that client's requests are
 /// executed and never answered. Every safety check passes (an unanswered
 /// put has an unknown outcome; the replicas converge); only the liveness
 /// judge sees it, so the test requires its verdict.
-#[cfg(feature = "node-bug-lost-redirect-route")]
+#[cfg(feature = "node-bugs")]
 #[test]
 fn teeth_lost_redirect_route_is_caught() {
+    require_bug(stutter_replica::node_bug::NodeBug::LostRedirectRoute);
     let opts = Options::default();
     let caught = (0..LOST_REDIRECT_ROUTE_SEEDS).find(|seed| {
         run(*seed, &opts).is_ok_and(|o| o.violations.iter().any(|v| v.starts_with("liveness:")))
@@ -326,5 +338,5 @@ fn teeth_lost_redirect_route_is_caught() {
     );
 }
 
-#[cfg(feature = "node-bug-lost-redirect-route")]
+#[cfg(feature = "node-bugs")]
 const LOST_REDIRECT_ROUTE_SEEDS: u64 = 10;

@@ -12,6 +12,7 @@ pub mod alloc_count;
 pub mod client;
 pub mod config;
 pub mod node;
+pub mod node_bug;
 pub mod peer_auth;
 pub mod platform;
 pub mod text;

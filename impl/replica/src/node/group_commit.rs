@@ -30,11 +30,14 @@ use crate::wal::Wal;
 /// gets the order wrong.
 pub const SIM_SYNC_LATENCY: Duration = Duration::from_millis(10);
 
-/// Injected bug `ack-before-sync` (feature `node-bug-ack-before-sync`,
+/// Injected bug `ack-before-sync` (feature `node-bugs` with
+/// `STUTTER_NODE_BUG=ack-before-sync`,
 /// negative control of the deterministic simulation): the durable token is
 /// published after the write and before the sync, so the protocol loop
 /// acknowledges records a crash can still take away.
-const BUG_ACK_BEFORE_SYNC: bool = cfg!(feature = "node-bug-ack-before-sync");
+fn bug_ack_before_sync() -> bool {
+    crate::node_bug::active(crate::node_bug::NodeBug::AckBeforeSync)
+}
 
 type Batch = (u64, Vec<Record>);
 
@@ -186,7 +189,7 @@ impl Committer {
         let top = group.last().map_or(0, |b| b.0);
         let n = group.iter().map(|b| b.1.len() as u64).sum();
         let result = group.iter().try_for_each(|b| self.wal.append_all(&b.1));
-        if BUG_ACK_BEFORE_SYNC && result.is_ok() {
+        if bug_ack_before_sync() && result.is_ok() {
             let _ = self.durable.send(Durable {
                 token: top,
                 syncs: self.syncs,

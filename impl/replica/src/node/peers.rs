@@ -51,7 +51,8 @@ const WRITE_STALL: Duration = Duration::from_secs(10);
 /// into the socket buffer at once; a large snapshot frame on a slow link
 /// that is cut by it is sent again by the core's catch-up.
 const SUSPECT_STALL: Duration = Duration::from_secs(1);
-/// Injected bug `drop-on-reconnect` (feature `node-bug-drop-on-reconnect`,
+/// Injected bug `drop-on-reconnect` (feature `node-bugs` with
+/// `STUTTER_NODE_BUG=drop-on-reconnect`,
 /// for the simulation layers' teeth; never in a real build): once a link
 /// to a peer has been re-established after a break, the sender drops the
 /// first message of what it had queued for that peer instead of sending
@@ -63,7 +64,10 @@ const SUSPECT_STALL: Duration = Duration::from_secs(1);
 /// nearly silent). Paxos tolerates lost messages, so no safety check sees
 /// it; the replicas behind that link stop hearing heartbeats, accepts and
 /// catch-up, which only a liveness judge sees.
-const BUG_DROP_ON_RECONNECT: bool = cfg!(feature = "node-bug-drop-on-reconnect");
+fn bug_drop_on_reconnect() -> bool {
+    crate::node_bug::active(crate::node_bug::NodeBug::DropOnReconnect)
+}
+
 /// Inbound connections in their handshake at once; more are closed at
 /// once. Authenticated ones are not counted: there is one per peer (a
 /// newer one from the same peer replaces it).
@@ -199,8 +203,8 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                     Err(_) => break,
                 }
             }
-            if BUG_DROP_ON_RECONNECT && reconnecting {
-                // Injected bug (see the constant): the first message of
+            if bug_drop_on_reconnect() && reconnecting {
+                // Injected bug (see `bug_drop_on_reconnect`): the first message of
                 // the batch is dropped, on every batch since the first
                 // reconnect, for `reconnecting` is never cleared.
                 batch.remove(0);

@@ -25,7 +25,8 @@ pub struct Routes {
     redirected: BTreeSet<ClientId>,
 }
 
-/// Injected bug `lost-redirect-route` (feature `node-bug-lost-redirect-route`,
+/// Injected bug `lost-redirect-route` (feature `node-bugs` with
+/// `STUTTER_NODE_BUG=lost-redirect-route`,
 /// for the simulation layers' teeth; never in a real build): once this
 /// replica has redirected a client to the leader, it keeps no route for
 /// that client's requests any more, so their replies are never sent. The
@@ -35,7 +36,9 @@ pub struct Routes {
 /// back nor when this replica becomes the leader itself. A client that
 /// was redirected by a replica that later leads waits for every reply in
 /// vain (its attempts time out; redirects from the others send it back).
-const BUG_LOST_REDIRECT_ROUTE: bool = cfg!(feature = "node-bug-lost-redirect-route");
+fn bug_lost_redirect_route() -> bool {
+    crate::node_bug::active(crate::node_bug::NodeBug::LostRedirectRoute)
+}
 
 impl Routes {
     /// Records who waits for `(client, seq)`. A route already there for the
@@ -44,7 +47,7 @@ impl Routes {
     /// route gets its reply; the older connection may retry too (executed
     /// at most once), and its slot is not held until the timeout.
     pub fn insert(&mut self, client: ClientId, seq: Seq, reply: ReplySlot) {
-        if BUG_LOST_REDIRECT_ROUTE && self.redirected.contains(&client) {
+        if bug_lost_redirect_route() && self.redirected.contains(&client) {
             // The slot is dropped unanswered: the route is lost.
             return;
         }
@@ -56,7 +59,7 @@ impl Routes {
     /// `client` was redirected to the leader (only the injected bug
     /// `lost-redirect-route` remembers it).
     pub fn redirected(&mut self, client: ClientId) {
-        if BUG_LOST_REDIRECT_ROUTE {
+        if bug_lost_redirect_route() {
             self.redirected.insert(client);
         }
     }

@@ -60,9 +60,11 @@ pub(super) fn parse_one(bytes: &[u8], off: usize, seq: u64) -> Option<(Record, u
         return None;
     }
     let body = bytes.get(off + HEADER..off + HEADER + len)?;
-    // The injected bug skips this check (a negative control of the
-    // turmoil layer): torn, corrupt and stale records are replayed.
-    if crc(seq, body) != c && !cfg!(feature = "node-bug-accept-torn-tail") {
+    // The injected bug `accept-torn-tail` (feature `node-bugs` with
+    // `STUTTER_NODE_BUG=accept-torn-tail`, a negative control of the
+    // turmoil layer) skips this check: torn, corrupt and stale records
+    // are replayed.
+    if crc(seq, body) != c && !crate::node_bug::active(crate::node_bug::NodeBug::AcceptTornTail) {
         return None;
     }
     let rec = bincode::deserialize(body).ok()?;
