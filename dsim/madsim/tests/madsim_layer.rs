@@ -33,18 +33,8 @@ macro_rules! correct_node_only {
     };
 }
 
-/// A negative control's first step: the bug it is for must be the one
-/// `STUTTER_NODE_BUG` injects, so that the control run without it (or
-/// with another) fails loudly instead of passing on the correct node.
 #[cfg(feature = "node-bugs")]
-fn require_bug(bug: stutter_replica::node_bug::NodeBug) {
-    assert_eq!(
-        stutter_replica::node_bug::chosen(),
-        Some(bug),
-        "this negative control needs STUTTER_NODE_BUG={}",
-        bug.name()
-    );
-}
+use stutter_replica::node_bug::require as require_bug;
 
 correct_node_only! {
     use std::collections::BTreeSet;

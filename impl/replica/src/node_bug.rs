@@ -76,6 +76,7 @@ pub fn active(b: NodeBug) -> bool {
 /// `node-bugs` compiles it in, and a mistyped control must fail loudly
 /// rather than run the correct node and pass without its bug.
 #[cfg(feature = "node-bugs")]
+#[allow(clippy::panic)] // test-only feature; see above
 pub fn chosen() -> Option<NodeBug> {
     static CHOSEN: std::sync::OnceLock<Option<NodeBug>> = std::sync::OnceLock::new();
     *CHOSEN.get_or_init(|| {
@@ -91,6 +92,20 @@ pub fn chosen() -> Option<NodeBug> {
             }
         }
     })
+}
+
+/// A negative control's first step: the bug it is for must be the one
+/// `STUTTER_NODE_BUG` injects, so that the control run without it (or
+/// with another) fails loudly instead of passing on the correct node.
+/// Panics otherwise, for the reason [`chosen`] gives.
+#[cfg(feature = "node-bugs")]
+pub fn require(bug: NodeBug) {
+    assert_eq!(
+        chosen(),
+        Some(bug),
+        "this negative control needs {ENV}={}",
+        bug.name()
+    );
 }
 
 #[cfg(test)]
