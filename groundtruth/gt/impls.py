@@ -24,6 +24,13 @@ class Impl:
     profile: str
     # Folder of the Replicant checkout it is built from (None: stutter).
     src_dir: str | None
+    # Whether reads go through the log like writes (Replicant: every
+    # command, Get included, is accepted by a majority and executed on
+    # every replica; stutter serves reads from the leader's lease). The
+    # simulator then charges followers for reads; the profile says so
+    # explicitly rather than the simulator guessing it from a follower's
+    # measured read allocation, which is small but not zero for stutter.
+    reads_replicated: bool
 
 
 # The seed paper measured Go and Rust with TCP between peers (go-tcp,
@@ -32,13 +39,13 @@ class Impl:
 # a Jackson ObjectMapper for every peer message and allocates some 100 KB
 # per message for it (measured here), which is not the paper's Java.
 IMPLS = {
-    "stutter": Impl("stutter", "none", "stutter", None),
-    "go-tcp": Impl("go-tcp", "go", "replicant-go", "go-tcp"),
-    "java": Impl("java", "java", "replicant-java", "java"),
-    "java-tcp": Impl("java-tcp", "java", "replicant-java-tcp", "java-tcp"),
-    "rust-tcp": Impl("rust-tcp", "none", "replicant-rust", "rust-tcp"),
-    "c++": Impl("c++", "none", "replicant-cxx", "c++"),
-    "c++-tcp": Impl("c++-tcp", "none", "replicant-cxx-tcp", "c++-tcp"),
+    "stutter": Impl("stutter", "none", "stutter", None, False),
+    "go-tcp": Impl("go-tcp", "go", "replicant-go", "go-tcp", True),
+    "java": Impl("java", "java", "replicant-java", "java", True),
+    "java-tcp": Impl("java-tcp", "java", "replicant-java-tcp", "java-tcp", True),
+    "rust-tcp": Impl("rust-tcp", "none", "replicant-rust", "rust-tcp", True),
+    "c++": Impl("c++", "none", "replicant-cxx", "c++", True),
+    "c++-tcp": Impl("c++-tcp", "none", "replicant-cxx-tcp", "c++-tcp", True),
 }
 REPLICANTS = ["go-tcp", "java", "rust-tcp", "c++"]
 

@@ -150,7 +150,8 @@ def toml_text(impl, f, measured, value_bytes=VALUE_BYTES, key_bytes=KEY_BYTES, n
              *[f"# {n}" for n in notes],
              f'name = "{profile_name(impl, provisional)}"', f'runtime = "{impl.runtime}"', f'measured = "{measured}"',
              *(["provisional = true"] if provisional else []),
-             f"value_bytes = {value_bytes}", f"key_bytes = {key_bytes}", ""]
+             f"value_bytes = {value_bytes}", f"key_bytes = {key_bytes}",
+             f"reads_replicated = {'true' if impl.reads_replicated else 'false'}", ""]
     sections = ["alloc", "objects", "live", "young", "cpu"]
     for s in sections:
         if s not in f or (s == "objects" and all(v is None for v in f[s].values())):

@@ -19,7 +19,7 @@ CONTRACT = {
     "cpu": {"leader_read_us", "leader_write_us", "follower_write_us"},
     "log": {"trim_interval_ms", "trim_bytes"},
 }
-TOP = {"name", "runtime", "measured", "provisional", "value_bytes", "key_bytes"}
+TOP = {"name", "runtime", "measured", "provisional", "value_bytes", "key_bytes", "reads_replicated"}
 
 
 def replica(i, role, **kw):
@@ -87,6 +87,15 @@ class FiguresTest(unittest.TestCase):
         for section in ("alloc", "live", "cpu"):
             self.assertEqual(set(t[section]), CONTRACT[section], section)
         self.assertEqual(t["log"]["trim_interval_ms"], 150)
+
+    def test_whether_reads_are_replicated_is_written_per_implementation(self):
+        # Said by the implementation, not guessed from a follower's read
+        # allocation: stutter's followers allocate a little per read
+        # (heartbeats, commit notices) without replicating reads.
+        f = {"alloc": {"follower_read": 44.0}, "live": {"bytes_per_key": 600.0, "base_bytes": 1.0}}
+        self.assertIs(tomllib.loads(profile.toml_text(impls.get("stutter"), f, "m"))["reads_replicated"], False)
+        for name in ("go-tcp", "java", "rust-tcp", "c++"):
+            self.assertIs(tomllib.loads(profile.toml_text(impls.get(name), f, "m"))["reads_replicated"], True, name)
 
     def test_an_unmeasured_figure_is_zero_and_says_so(self):
         f = {"alloc": {"leader_read": None}, "live": {"bytes_per_key": 600.0, "base_bytes": None}}

@@ -43,6 +43,13 @@ pub struct Profile {
     pub provisional: bool,
     pub value_bytes: u64,
     pub key_bytes: u64,
+    /// Whether the implementation sends reads through the log like
+    /// writes (Replicant) rather than answering them on the leader alone
+    /// (stutter's lease reads): followers are then charged for reads.
+    /// Said by the harness for the implementation, never inferred from
+    /// the figures: a follower's measured read allocation is small but
+    /// not zero where reads are not replicated.
+    pub reads_replicated: bool,
     pub alloc: AllocPerOp,
     #[serde(default)]
     pub objects: ObjectsPerOp,
@@ -180,12 +187,6 @@ impl Profile {
         }
     }
 
-    /// Whether the implementation replicates reads (its followers
-    /// allocate for them: `alloc.follower_read` measured above zero).
-    pub fn reads_replicated(&self) -> bool {
-        self.alloc.follower_read > 0.0 || self.cpu.follower_read_us > 0.0
-    }
-
     /// The memory model's per-operation figures for `keys` preloaded keys
     /// and a workload of `read_fraction` reads.
     pub fn per_op(&self, keys: u64, read_fraction: f64) -> crate::memory::PerOp {
@@ -202,7 +203,7 @@ impl Profile {
             keys,
             key_bytes: self.key_bytes,
             value_bytes: self.value_bytes,
-            reads_replicated: self.reads_replicated(),
+            reads_replicated: self.reads_replicated,
             reads_per_write: reads_per_write(read_fraction),
         }
     }
@@ -211,7 +212,7 @@ impl Profile {
     /// `read_fraction` reads (none without measured CPU: the simulator's
     /// own step costs then).
     pub fn op_costs(&self, speed: f64, read_fraction: f64) -> Option<crate::cpu::OpCosts> {
-        let reads = if self.reads_replicated() {
+        let reads = if self.reads_replicated {
             reads_per_write(read_fraction)
         } else {
             0.0
@@ -282,6 +283,7 @@ runtime = "go"
 measured = "2026-11-28, groundtruth/run profile --impl go-tcp"
 value_bytes = 500
 key_bytes = 23
+reads_replicated = true
 
 [alloc]
 leader_read = 5000.0
@@ -330,6 +332,8 @@ follower_write_us = 12.0
         );
         assert!(err(GO.replace("[cpu]", "[cpu]\ntypo = 1.0")).contains("typo"));
         assert!(err(GO.replace("[live]", "[lives]")).contains("live"));
+        // Whether reads are replicated is said, never guessed.
+        assert!(err(GO.replace("reads_replicated = true\n", "")).contains("reads_replicated"));
     }
 
     #[test]
