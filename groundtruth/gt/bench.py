@@ -106,6 +106,7 @@ def run(target, rate, duration_s, warmup_s, keys, out_jsonl, workload="a", prelo
     if limit_s is None:
         # The schedule, its drain, and a preload of every key at 100/s.
         limit_s = 60 + 3 * (duration_s + warmup_s + 2 * timeout_s) + (keys / 100 if preload else 0)
+    t0 = os.times()
     try:
         p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=limit_s)
     except subprocess.TimeoutExpired as e:
@@ -115,6 +116,12 @@ def run(target, rate, duration_s, warmup_s, keys, out_jsonl, workload="a", prelo
     rec = json.loads(after[before]) if len(after) > before else None
     if rec is not None:
         rec["bench_rc"] = p.returncode
+        # The load generator's own CPU (user + system) over the whole
+        # invocation, warm-up and drain included: the simulator's shared
+        # host takes it off the cores (`sim study --load-us-per-op`). Only
+        # waited-for children count here, and bench is the one waited for.
+        t1 = os.times()
+        rec["bench_cpu_s"] = (t1.children_user - t0.children_user) + (t1.children_system - t0.children_system)
     return rec, (p.stdout + p.stderr)[-4000:]
 
 
