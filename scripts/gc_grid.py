@@ -146,7 +146,8 @@ def run_all(jobs, out, n, resume=False):
 def load(path):
     if not os.path.exists(path):
         return []
-    return [json.loads(l) for l in open(path) if l.strip()]
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
 
 
 def profile_of(setup):
@@ -209,11 +210,50 @@ def paper_report(out, seconds=None):
     return "\n".join(lines)
 
 
+def harness_cells(path):
+    """The ground-truth harness's results (`groundtruth/run grid`'s
+    runs.jsonl) as {(profile, ratio): cell}: each implementation under the
+    name of the profile its measurement becomes (groundtruth/gt/impls.py),
+    the highest load meeting the SLO (0 where none did) and the leader's
+    collector CPU as a share of its cores."""
+    sys.path.insert(0, os.path.join(ROOT, "groundtruth"))
+    from gt import impls  # noqa: E402 (the harness's own table of implementations)
+    cells = {}
+    for c in load(path):
+        if c.get("kind") != "cell" or c["impl"] not in impls.IMPLS:
+            continue
+        lead = (c.get("roles_at_max") or {}).get("leader") or {}
+        cells[(impls.IMPLS[c["impl"]].profile, float(c["ratio"]))] = {
+            "impl": c["impl"], "max_rate": c["max_ops"] if c["meets_slo_somewhere"] else 0.0,
+            "gc_cpu_share": lead.get("gc_cpu_share"), "error": c.get("error"), "oom_kills": c.get("oom_kills", 0)}
+    return cells
+
+
+def load_us_per_op(path):
+    """The load generator's CPU per operation in the harness's runs: the
+    slope of bench's CPU seconds over the operations it offered (rate x
+    (warm-up + measured seconds)), least squares over every run that
+    recorded it, so that start-up and connection set-up fall into the
+    intercept. None when fewer than three runs recorded it."""
+    pts = []
+    for r in load(path):
+        b = r.get("bench") if r.get("kind") == "run" else None
+        if b and b.get("bench_cpu_s") is not None:
+            pts.append((r["rate"] * (r["duration"] + r["warmup"]), b["bench_cpu_s"]))
+    if len(pts) < 3:
+        return None
+    n = len(pts)
+    mx, my = sum(x for x, _ in pts) / n, sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    return None if sxx == 0 else sum((x - mx) * (y - my) for x, y in pts) / sxx * 1e6
+
+
+BASELINE = "replicant-rust"  # the paper's no-collector reference for Go (and ours for Java: C++ is not in the grid)
+
+
 def predict_report(out, measured=None, seconds=None):
     maxes = load(os.path.join(out, "max.jsonl"))
-    meas = {}
-    for m in load(measured) if measured else []:
-        meas[(m["impl"], float(m["ratio"]))] = m
+    meas = harness_cells(measured) if measured else {}
     by = {(profile_of(m["setup"]), m["setup"]["model"], float(m["setup"]["ratio"])): m for m in maxes}
     lines = []
     if maxes:
@@ -228,13 +268,52 @@ def predict_report(out, measured=None, seconds=None):
     for key in sorted(by, key=lambda k: (k[0], k[1] != "none", -k[2])):
         m = by[key]
         p = m.get("at_max") or {}
-        got = meas.get((key[0], key[2])) if key[1] != "none" or key[0] == "stutter" else None
+        own = key[1] != "none" or runs_without_collector(key[0])
+        got = meas.get((key[0], key[2])) if own else None
         mk = kops(got["max_rate"]) if got else "–"
         mc = f"{100 * got['gc_cpu_share']:.0f} %" if got and got.get("gc_cpu_share") is not None else "–"
         err = f"{100 * (m['max_rate'] / got['max_rate'] - 1):+.0f} %" if got and got["max_rate"] else "–"
         lines.append(f"| {key[0]} | {key[1]} | {key[2]:g} | {kops(m['max_rate'])} | {100 * p.get('gc_share', 0):.0f} % | {mk} | {mc} | {err} |")
     lines.append("")
+    if meas:
+        lines += loss_table(by, meas)
     return "\n".join(lines)
+
+
+def runs_without_collector(profile):
+    """Whether a profile's implementation has no collector (its `none`
+    row is the measured system itself, not a what-if)."""
+    return profile in ("stutter", BASELINE)
+
+
+def loss_table(by, meas):
+    """Loss against the no-collector system, predicted and measured, and
+    the verdict (meets the SLO at some load) at every ratio."""
+    lines = [f"Loss against {BASELINE} (Replicant's Rust, no collector) at the same ratio: predicted with both "
+             "profiles, measured on both implementations; at 1.5x and 1.25x the verdict (meets p99 <= 20 ms at some "
+             "load) is compared.\n",
+             "| profile | ratio | predicted loss | measured loss | difference | predicted verdict | measured verdict | agrees |",
+             "|---|---|---|---|---|---|---|---|"]
+    for profile, model in PAPER_PROFILES:
+        for r in RATIOS:
+            pm, pb = by.get((profile, model, float(r))), by.get((BASELINE, "none", float(r)))
+            mm, mb = meas.get((profile, float(r))), meas.get((BASELINE, float(r)))
+            if not pm:
+                continue
+            ploss = 100 * (1 - pm["max_rate"] / pb["max_rate"]) if pb and pb["max_rate"] else None
+            mloss = 100 * (1 - mm["max_rate"] / mb["max_rate"]) if mm and mb and mb["max_rate"] else None
+            diff = ploss - mloss if ploss is not None and mloss is not None else None
+            pv, mv = pm["max_rate"] > 0, (mm["max_rate"] > 0) if mm else None
+            if r >= 2:
+                agrees = "–" if diff is None else ("yes" if abs(diff) <= 10 else "no")
+            else:
+                agrees = "–" if mv is None else ("yes" if pv == mv else "no")
+            fmt = lambda x: "–" if x is None else f"{x:.0f} %"
+            verdict = lambda v: "–" if v is None else ("meets" if v else "misses")
+            lines.append(f"| {profile} | {r:g} | {fmt(ploss)} | {fmt(mloss)} | "
+                         f"{'–' if diff is None else f'{diff:+.0f} pp'} | {verdict(pv)} | {verdict(mv)} | {agrees} |")
+    lines.append("")
+    return lines
 
 
 def bench_cpu(rate, seconds):
@@ -294,9 +373,11 @@ def main():
     ap.add_argument("--resume", action="store_true", help="keep the points an earlier run of the same grid left in OUT/parts")
     ap.add_argument("--data-mib", type=int, default=256)
     ap.add_argument("--host-cores", type=float, default=2.0)
-    ap.add_argument("--load-us-per-op", type=float, default=LOAD_US_PER_OP)
-    ap.add_argument("--profiles", nargs="+", default=["stutter", "replicant-go", "replicant-java"])
-    ap.add_argument("--measured", help="predict: the harness's results, JSON lines with impl, ratio, max_rate, gc_cpu_share")
+    ap.add_argument("--load-us-per-op", type=float,
+                    help="the load generator's CPU per operation (default: fitted from --measured's runs, else "
+                         "LOAD_US_PER_OP)")
+    ap.add_argument("--profiles", nargs="+", default=["stutter", "replicant-go", "replicant-java", BASELINE])
+    ap.add_argument("--measured", help="predict: the ground-truth harness's runs.jsonl (groundtruth/run grid)")
     ap.add_argument("--docs", help="write the tables into DOCS/gc-paper.md or DOCS/gc-predict.md")
     ap.add_argument("--rate", type=int, default=4000, help="bench-cpu: offered load")
     ap.add_argument("--seconds", type=int, default=10, help="bench-cpu: the shorter run's length")
@@ -304,6 +385,11 @@ def main():
     if a.what == "bench-cpu":
         bench_cpu(a.rate, a.seconds)
         return
+    if a.load_us_per_op is None:
+        fitted = load_us_per_op(a.measured) if a.measured else None
+        a.load_us_per_op = round(fitted, 1) if fitted is not None else LOAD_US_PER_OP
+        sys.stderr.write(f"load generator: {a.load_us_per_op} µs per operation"
+                         f"{' (fitted from the harness runs)' if fitted is not None else ''}\n")
     kind = a.kind if a.what == "report" else a.what
     out = a.out or os.path.join(ROOT, "results", f"gc-{kind}")
     seconds = None

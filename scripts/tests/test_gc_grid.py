@@ -1,0 +1,80 @@
+"""Tests of the prediction report (scripts/gc_grid.py predict/report):
+the ground-truth harness's own results are read under the simulator's
+profile names, the load generator's CPU per operation is fitted from its
+runs, and the loss and verdict table compares like with like. Seconds.
+
+    python3 scripts/tests/test_gc_grid.py
+"""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import gc_grid  # noqa: E402
+
+
+def cell(impl, ratio, ops, meets=True, gc=None):
+    return {"kind": "cell", "impl": impl, "ratio": ratio, "max_ops": ops, "meets_slo_somewhere": meets,
+            "roles_at_max": {"leader": {"gc_cpu_share": gc}}, "error": None, "oom_kills": 0}
+
+
+def run(rate, duration, warmup, cpu):
+    return {"kind": "run", "rate": rate, "duration": duration, "warmup": warmup, "bench": {"bench_cpu_s": cpu}}
+
+
+def sim_max(profile, model, ratio, rate):
+    return {"setup": {"profile": {"name": profile}, "model": model, "ratio": ratio, "dataset": 256 << 20,
+                      "host_cores": 2, "load_us_per_op": 20},
+            "max_rate": rate, "slo_p99_ms": 20, "at_max": {"gc_share": 0.1}}
+
+
+def write_lines(path, rows):
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+class PredictReport(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.measured = os.path.join(self.dir, "runs.jsonl")
+
+    def test_harness_cells_use_profile_names_and_no_load_is_zero(self):
+        write_lines(self.measured, [cell("go-tcp", 8, 10000, gc=0.2), cell("java", 1.25, 500, meets=False),
+                                    {"kind": "failed-attempt", "impl": "go-tcp", "ratio": 2}])
+        c = gc_grid.harness_cells(self.measured)
+        self.assertEqual(set(c), {("replicant-go", 8.0), ("replicant-java", 1.25)})
+        self.assertEqual(c[("replicant-go", 8.0)]["gc_cpu_share"], 0.2)
+        self.assertEqual(c[("replicant-java", 1.25)]["max_rate"], 0.0, "a cell that never met the SLO")
+
+    def test_load_generator_cpu_is_the_slope_not_the_mean(self):
+        # 0.5 s of start-up per run plus 20 µs per operation offered.
+        rows = [run(r, 5, 1, 0.5 + r * 6 * 20e-6) for r in (1000, 4000, 16000)]
+        write_lines(self.measured, rows)
+        self.assertAlmostEqual(gc_grid.load_us_per_op(self.measured), 20.0, places=6)
+        write_lines(self.measured, rows[:2])
+        self.assertIsNone(gc_grid.load_us_per_op(self.measured), "two runs are too few to fit")
+
+    def test_losses_and_verdicts(self):
+        write_lines(os.path.join(self.dir, "max.jsonl"), [
+            sim_max("replicant-rust", "none", 8, 20000), sim_max("replicant-go", "go", 8, 15000),
+            sim_max("replicant-rust", "none", 1.25, 20000), sim_max("replicant-go", "go", 1.25, 0)])
+        write_lines(self.measured, [cell("rust-tcp", 8, 20000), cell("go-tcp", 8, 16000),
+                                    cell("rust-tcp", 1.25, 19000), cell("go-tcp", 1.25, 900)])
+        text = gc_grid.predict_report(self.dir, self.measured)
+        row = lambda p, r: next(l for l in text.splitlines() if l.startswith(f"| {p} | {r} |"))
+        # 8x: predicted 25 % loss, measured 20 %: 5 pp apart, within 10.
+        self.assertIn("| 25 % | 20 % | +5 pp |", row("replicant-go", 8))
+        self.assertTrue(row("replicant-go", 8).endswith("| yes |"))
+        # 1.25x: the simulator says no load meets the SLO, the real Go met 900 ops/s.
+        self.assertIn("| misses | meets | no |", row("replicant-go", 1.25))
+        # The measured system's own row carries its error against the prediction.
+        self.assertIn("| replicant-go | go | 8 | 15.0 | 10 % | 16.0 | – | -6 % |", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
