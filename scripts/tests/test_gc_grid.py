@@ -62,7 +62,7 @@ class PredictReport(unittest.TestCase):
     def test_losses_and_verdicts(self):
         write_lines(os.path.join(self.dir, "max.jsonl"), [
             sim_max("replicant-rust", "none", 8, 20000), sim_max("replicant-go", "go", 8, 15000),
-            sim_max("replicant-rust", "none", 1.25, 20000), sim_max("replicant-go", "go", 1.25, 0)])
+            sim_max("replicant-go", "go", 1.25, 0)])
         write_lines(self.measured, [cell("rust-tcp", 8, 20000), cell("go-tcp", 8, 16000),
                                     cell("rust-tcp", 1.25, 19000), cell("go-tcp", 1.25, 900)])
         text = gc_grid.predict_report(self.dir, self.measured)
@@ -74,6 +74,28 @@ class PredictReport(unittest.TestCase):
         self.assertIn("| misses | meets | no |", row("replicant-go", 1.25))
         # The measured system's own row carries its error against the prediction.
         self.assertIn("| replicant-go | go | 8 | 15.0 | 10 % | 16.0 | – | -6 % |", text)
+
+    def test_cpu_is_calibrated_at_8x_from_the_mutator_share(self):
+        src = os.path.join(self.dir, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "replicant-go.toml"), "w") as f:
+            f.write('name = "replicant-go"\n[cpu]\nleader_read_us = 100.0\nleader_write_us = 300.0\n'
+                    'follower_write_us = 80.0\n')
+        c = cell("go-tcp", 8, 10000)
+        c["roles_at_max"] = {"leader": {"cpu_us_per_op": 50.0, "gc_of_process_cpu": 0.2},
+                             "follower": {"cpu_us_per_op": 10.0, "gc_of_process_cpu": 0.0}}
+        write_lines(self.measured, [c, cell("go-tcp", 2, 5000)])
+        paths = gc_grid.calibrated_profiles(self.measured, ["replicant-go", "replicant-java"], self.dir, source=src)
+        import tomllib
+        cpu = tomllib.loads(open(paths["replicant-go"]).read())["cpu"]
+        # Leader: 40 µs of mutator CPU per operation = half a read and half
+        # a write of the profile (200 µs) times 0.2.
+        self.assertAlmostEqual(cpu["leader_read_us"], 20.0)
+        self.assertAlmostEqual(cpu["leader_write_us"], 60.0)
+        # Followers: 10 µs per operation, half of them writes.
+        self.assertAlmostEqual(cpu["follower_write_us"], 20.0)
+        # No measured cell: the profile is used as it is.
+        self.assertEqual(paths["replicant-java"], os.path.join(src, "replicant-java.toml"))
 
 
 if __name__ == "__main__":
