@@ -15,9 +15,9 @@
 //! what was not synced (bytes at `sync_all`/`sync_data`, names at the
 //! directory's sync). madsim's own file system never loses unsynced data.
 //!
-//! The checkers are the turmoil layer's own source files
-//! (`dsim/turmoil/src/{history,check}.rs`, compiled here by path): the
-//! same linearizability search, lost-write and digest checks, and hash.
+//! The checkers are the turmoil layer's own (the crate `stutter-dsim-judge`,
+//! dsim/judge): the same linearizability search, lost-write and digest
+//! checks, and hash.
 //!
 //! `run(seed, &Options)` runs one seed and judges it; the same seed gives
 //! the same [`Outcome::hash`], also inside a swarm.
@@ -26,12 +26,7 @@ pub mod cluster;
 pub mod faults;
 pub mod workload;
 
-#[path = "../../turmoil/src/check.rs"]
-pub mod check;
-#[path = "../../turmoil/src/history.rs"]
-pub mod history;
-#[path = "../../turmoil/src/node_traces.rs"]
-pub mod node_traces;
+pub use stutter_dsim_judge::{check, history, node_traces};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

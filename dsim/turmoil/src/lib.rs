@@ -8,13 +8,13 @@
 //! `run(seed, &Options)` runs one seed and judges it (`check`); the same
 //! seed gives the same [`Outcome::hash`].
 
-pub mod check;
 pub mod cluster;
 pub mod faults;
-pub mod history;
-pub mod node_traces;
 pub mod text_client;
 pub mod workload;
+
+// The judges, shared with the madsim layer (dsim/judge).
+pub use stutter_dsim_judge::{check, history, node_traces};
 
 use std::cell::RefCell;
 use std::rc::Rc;

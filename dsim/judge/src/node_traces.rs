@@ -1,8 +1,7 @@
 //! The replicas' own traces (`replica --trace`, the core's trace events)
 //! from a simulated run, for validation against the TLA+ spec
 //! (`spec/trace/merge.py`, `spec/validate`; docs/simulator-turmoil.md). Shared by
-//! the turmoil and madsim layers (the madsim crate compiles this file by
-//! path).
+//! the turmoil and madsim layers.
 //!
 //! Each start of a replica writes a file of its own, because the node
 //! creates its trace file afresh; [`join`] puts each replica's back
