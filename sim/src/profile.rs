@@ -334,8 +334,13 @@ follower_write_us = 12.0
                 .contains("bytes_per_key")
         );
         // Unmeasured (0) live bytes pass only where no collector reads them.
-        assert!(err(GO.replace("bytes_per_key = 640.0", "bytes_per_key = 0.0")).contains("bytes_per_key"));
-        let none = GO.replace("\"go\"", "\"none\"").replace("bytes_per_key = 640.0", "bytes_per_key = 0.0");
+        assert!(
+            err(GO.replace("bytes_per_key = 640.0", "bytes_per_key = 0.0"))
+                .contains("bytes_per_key")
+        );
+        let none = GO
+            .replace("\"go\"", "\"none\"")
+            .replace("bytes_per_key = 640.0", "bytes_per_key = 0.0");
         assert!(Profile::parse(&none).is_ok());
         assert!(err(GO.replace("[cpu]", "[cpu]\ntypo = 1.0")).contains("typo"));
         assert!(err(GO.replace("[live]", "[lives]")).contains("live"));
@@ -345,7 +350,12 @@ follower_write_us = 12.0
 
     #[test]
     fn the_shipped_profiles_parse() {
-        for name in ["stutter", "replicant-go", "replicant-java", "replicant-rust"] {
+        for name in [
+            "stutter",
+            "replicant-go",
+            "replicant-java",
+            "replicant-rust",
+        ] {
             let p = Profile::load(name, &Profile::dir()).expect(name);
             assert_eq!(p.name, name);
         }
