@@ -8,17 +8,21 @@
 //! set, and written and synced again every [`RETRY`] (with everything
 //! queued since) until it succeeds, which disarms the alarm. Nothing of
 //! the group is acknowledged before then. Any other error stops the
-//! replica (fail-stop). Under simulation (the `turmoil` feature) the same is a
-//! task of the node's runtime, and the sync takes [`SIM_SYNC_LATENCY`] of
-//! simulated time, so that a crash can fall between a write and its sync.
+//! replica (fail-stop). Under simulation (the `turmoil` and `madsim`
+//! features) the same loop ([`commit_loop`]) is a task of the node's
+//! runtime, and the sync takes [`SIM_SYNC_LATENCY`] of simulated time, so
+//! that a crash can fall between a write and its sync.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use stutter_core::Record;
 use tokio::sync::watch;
+// The simulators' clock under simulation, the OS clock otherwise (outside
+// a runtime with a paused clock, tokio's Instant is std's).
+use tokio::time::Instant;
 
 use crate::platform::BACKGROUND_THREADS;
 use crate::wal::Wal;
@@ -131,11 +135,11 @@ impl GroupCommit {
             let (tx, rx) = std::sync::mpsc::sync_channel(WAL_QUEUE);
             std::thread::Builder::new()
                 .name("wal".into())
-                .spawn(move || wal_thread(c, rx, interval))?;
+                .spawn(move || block_on(commit_loop(c, OnThread(rx), interval, Duration::ZERO)))?;
             Queue::Thread(tx)
         } else {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            tokio::spawn(wal_task(c, rx, interval));
+            tokio::spawn(commit_loop(c, AsTask(rx), interval, SIM_SYNC_LATENCY));
             Queue::Task(tx)
         };
         Ok((GroupCommit { tx, meter }, drx))
@@ -260,27 +264,90 @@ enum Next {
     Stop,
 }
 
-fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
+/// What differs between the log thread of a real node and the log task
+/// of a simulated one: where batches come from and how the loop waits.
+/// The loop itself, [`commit_loop`], is one, so that the simulators run
+/// the real node's group commit.
+trait Runner {
+    /// The next batch, waiting for one; `None` once the node has gone.
+    async fn next(&mut self) -> Option<Batch>;
+    /// A batch already queued, without waiting.
+    fn ready(&mut self) -> Option<Batch>;
+    async fn sleep(&mut self, d: Duration);
+    async fn sleep_until(&mut self, deadline: Instant);
+}
+
+/// The real node: a thread of its own, which may block on its queue, on
+/// the disk and in its sleeps (driven by [`block_on`]).
+struct OnThread(Receiver<Batch>);
+
+impl Runner for OnThread {
+    async fn next(&mut self) -> Option<Batch> {
+        self.0.recv().ok()
+    }
+    fn ready(&mut self) -> Option<Batch> {
+        self.0.try_recv().ok()
+    }
+    async fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+    async fn sleep_until(&mut self, deadline: Instant) {
+        if let Some(d) = deadline.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+    }
+}
+
+/// Under simulation: a task of the node's runtime on simulated time.
+struct AsTask(tokio::sync::mpsc::UnboundedReceiver<Batch>);
+
+impl Runner for AsTask {
+    async fn next(&mut self) -> Option<Batch> {
+        self.0.recv().await
+    }
+    fn ready(&mut self) -> Option<Batch> {
+        self.0.try_recv().ok()
+    }
+    async fn sleep(&mut self, d: Duration) {
+        tokio::time::sleep(d).await;
+    }
+    // Also when the deadline has passed: the simulated schedule (which
+    // task runs next) is part of what a seed fixes.
+    async fn sleep_until(&mut self, deadline: Instant) {
+        tokio::time::sleep_until(deadline).await;
+    }
+}
+
+/// The group commit: waits for a batch, keeps at most one sync per
+/// `interval` (what arrives meanwhile joins the group), writes the group,
+/// syncs (after `sync_latency` of the runner's time: zero for a real disk,
+/// which takes its own), publishes, and on the storage alarm tries the
+/// same group again every [`RETRY`].
+async fn commit_loop(
+    mut c: Committer,
+    mut r: impl Runner,
+    interval: Duration,
+    sync_latency: Duration,
+) {
     let mut last_sync: Option<Instant> = None;
     let mut group: Vec<Batch> = Vec::new();
     loop {
         if group.is_empty() {
-            match rx.recv() {
-                Ok(first) => group.push(first),
-                Err(_) => return,
+            match r.next().await {
+                Some(first) => group.push(first),
+                None => return,
             }
         }
-        // At most one sync per `interval`: what arrives while waiting joins
-        // this group commit.
-        if let Some(wait) =
-            last_sync.and_then(|t| (t + interval).checked_duration_since(Instant::now()))
-        {
-            std::thread::sleep(wait);
+        if let Some(t) = last_sync {
+            r.sleep_until(t + interval).await;
         }
         let started = Instant::now();
         last_sync = Some(started);
-        let (top, n, result) = c.write(&mut group, || rx.try_recv().ok());
+        let (top, n, result) = c.write(&mut group, || r.ready());
         let written = started.elapsed();
+        if !sync_latency.is_zero() {
+            r.sleep(sync_latency).await;
+        }
         let result = result.and_then(|_| c.wal.sync());
         if started.elapsed() > SLOW {
             tracing::warn!(
@@ -291,41 +358,30 @@ fn wal_thread(mut c: Committer, rx: Receiver<Batch>, interval: Duration) {
         }
         match c.publish(top, n, result, started.elapsed()) {
             Next::Done => group.clear(),
-            Next::Retry => std::thread::sleep(RETRY),
+            Next::Retry => r.sleep(RETRY).await,
             Next::Stop => return,
         }
     }
 }
 
-/// The group commit as a task (simulation): the same steps on simulated
-/// time; the sync is made to take [`SIM_SYNC_LATENCY`].
-async fn wal_task(
-    mut c: Committer,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Batch>,
-    interval: Duration,
-) {
-    let mut last_sync: Option<tokio::time::Instant> = None;
-    let mut group: Vec<Batch> = Vec::new();
+/// Runs a future to completion on this thread: the log thread's loop,
+/// whose runner blocks instead of returning `Pending`, so one poll
+/// normally finishes it; a waker that unparks the thread covers the rest.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
     loop {
-        if group.is_empty() {
-            match rx.recv().await {
-                Some(first) => group.push(first),
-                None => return,
-            }
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
         }
-        if let Some(t) = last_sync {
-            tokio::time::sleep_until(t + interval).await;
-        }
-        let started = tokio::time::Instant::now();
-        last_sync = Some(started);
-        let (top, n, result) = c.write(&mut group, || rx.try_recv().ok());
-        tokio::time::sleep(SIM_SYNC_LATENCY).await;
-        let result = result.and_then(|_| c.wal.sync());
-        match c.publish(top, n, result, started.elapsed()) {
-            Next::Done => group.clear(),
-            Next::Retry => tokio::time::sleep(RETRY).await,
-            Next::Stop => return,
-        }
+        std::thread::park();
     }
 }
 
