@@ -1,7 +1,7 @@
 """The `profile` mode: what an implementation allocates and spends per
 operation, per kind of operation and role, written as the simulator's
-allocation profile (sim/profiles/<name>.toml; format in
-/work/wt/CONTRACT-profiles.md, read by `sim study --profile NAME`).
+allocation profile (sim/profiles/<name>.toml; format in docs/gc-models.md,
+"Profiles"; read by `sim study --profile NAME`).
 
 On one fresh cluster, in order:
 1. idle window (no load): allocation and CPU per second of each role;
@@ -141,7 +141,7 @@ def profile_name(impl, provisional):
 
 def toml_text(impl, f, measured, value_bytes=VALUE_BYTES, key_bytes=KEY_BYTES, notes=(), trim_interval_ms=None,
               provisional=False):
-    """The profile file (CONTRACT-profiles.md). A figure that could not be
+    """The profile file (docs/gc-models.md, "Profiles"). A figure that could not be
     measured is written as 0.0 with a comment saying so."""
     lines = [f"# Measured by groundtruth/run profile; see docs/performance-groundtruth.md.",
              *([f"# PROVISIONAL: measured on a busy machine (see the load average in `measured`);",

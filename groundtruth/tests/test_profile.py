@@ -1,5 +1,6 @@
 """The profile's figures from measured runs, and the file's shape
-(CONTRACT-profiles.md: the fields sim/src/profile.rs reads, nothing else)."""
+(docs/gc-models.md, "Profiles": the fields sim/src/profile.rs reads, nothing
+else)."""
 
 import os
 import sys
