@@ -105,7 +105,7 @@ def section(run, out, plt):
         "service's tail latency, and whether coordinating collections with the protocol in the "
         "manner of Blade (a leader hands off leadership before it collects; a collecting follower "
         "is left out of the quorum) takes them out of it. Three replicas, simulated in virtual time "
-        "with the calibrated collector models (docs/gc-study.md), the sizes of "
+        "with the calibrated collector models (docs/gc-study-simulated.md), the sizes of "
         "`scripts/gc-study --quick`: "
         f"{setup.get('dataset', 0) / 2**20:.0f} MiB of data per replica, memory limit "
         f"{setup.get('ratio', '?')}× the data{' (ample memory)' if setup.get('ratio', 0) >= 4 else ''}, "
@@ -114,7 +114,7 @@ def section(run, out, plt):
         f"{setup.get('duration', '?')} s of load with the first {setup.get('warmup', '?')} s not measured.",
         "",
         f"- Load: {load_text}. A load every model carries at this memory, so that what differs is "
-        "the tail and not saturation; the load of the study's Blade comparison (docs/gc-study.md).",
+        "the tail and not saturation; the load of the study's Blade comparison (docs/gc-study-simulated.md).",
         "- Latency is from each operation's intended start (no coordinated omission).",
         "",
         paragraph(runs),

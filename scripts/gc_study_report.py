@@ -5,7 +5,7 @@
 
 RESULTS holds max.jsonl (one `sim study max` search per line) and run.jsonl
 (one `sim study run` per line). With --docs, writes DOCS/gc-study-*.png and
-replaces the part of DOCS/gc-study.md between the GENERATED markers (the
+replaces the part of DOCS/gc-study-simulated.md between the GENERATED markers (the
 prose around them is written by hand). With --check, exits 1 unless every
 effect has the direction the seed paper reports.
 """
@@ -302,7 +302,7 @@ def main():
         f.write(text + "\n\n" + "\n".join(("- ok: " if ok else "- FAIL: ") + w for ok, w in claims) + "\n")
     if a.docs:
         pngs = plots(maxes, runs, a.docs)
-        doc = os.path.join(a.docs, "gc-study.md")
+        doc = os.path.join(a.docs, "gc-study-simulated.md")
         body = open(doc).read() if os.path.exists(doc) else f"# The GC study\n\n{BEGIN}\n{END}\n"
         if BEGIN not in body or END not in body:
             print(f"gc-study: {doc} lacks the GENERATED markers", file=sys.stderr)

@@ -97,6 +97,21 @@ class PredictReport(unittest.TestCase):
         # No measured cell: the profile is used as it is.
         self.assertEqual(paths["replicant-java"], os.path.join(src, "replicant-java.toml"))
 
+    def test_each_grid_replaces_only_its_own_part_of_the_page(self):
+        page = os.path.join(self.dir, "gc-study.md")
+        b, e = gc_grid.BEGIN.format(kind="predict"), gc_grid.END.format(kind="predict")
+        with open(page, "w") as f:
+            f.write(f"# Study\n\nwords\n\n{b}\nold predictions\n{e}\n\nmore words\n")
+        gc_grid.write_docs(self.dir, "predict", "new predictions")
+        gc_grid.write_docs(self.dir, "paper", "paper table")
+        gc_grid.write_docs(self.dir, "predict", "newer predictions")
+        text = open(page).read()
+        self.assertNotIn("old predictions", text)
+        self.assertEqual(text.count("newer predictions"), 1)
+        self.assertIn("paper table", text)
+        self.assertLess(text.index("more words"), text.index("paper table"), "a new part goes at the end")
+        self.assertTrue(text.startswith("# Study\n\nwords\n"))
+
 
 if __name__ == "__main__":
     unittest.main()
