@@ -59,8 +59,9 @@ def sim(args):
     return ["nice", "-n", "19", SIM, "study"] + args
 
 
-def paper_jobs(quick):
-    """(file, args) of the paper-scale grid."""
+def paper_jobs(quick, paths=None):
+    """(file, args) of the paper-scale grid; `paths`: profiles calibrated
+    on the harness's grid (`calibrated_profiles`), by name."""
     data = ["--dataset-mib", "4096", "--keys", "7500000", "--go-mark", "classic"]
     clients = ["--clients", "4096"]
     # Long enough for five or more collections at 8x (G1's young
@@ -76,7 +77,8 @@ def paper_jobs(quick):
     if quick:
         dur = {k: ["--duration", "8", "--warmup", "2"] for k in dur}
     jobs = []
-    for profile, model in PAPER_PROFILES:
+    for name, model in PAPER_PROFILES:
+        profile = (paths or {}).get(name, name)
         start = {"go": "20000", "g1": "8000"}[model]
         for c in cores:
             jobs.append(("max", ["max", "--profile", profile, "--model", "none", "--ratio", "8", "--cores", str(c),
@@ -148,7 +150,10 @@ def predict_jobs(a, paths=None):
     """(file, args) of the harness set-up's predictions."""
     host = ["--host-cores", str(a.host_cores), "--load-us-per-op", str(a.load_us_per_op),
             "--cores", str(int(round(a.host_cores)))]
-    data = ["--dataset-mib", str(a.data_mib), "--clients", "1024", "--duration", "20", "--warmup", "4"]
+    # As many clients as the harness's bench has connections (one request
+    # outstanding on each): past that, requests wait at the client, in the
+    # simulator as in bench, and count from their intended start.
+    data = ["--dataset-mib", str(a.data_mib), "--clients", str(a.clients), "--duration", "20", "--warmup", "4"]
     search = ["--precision", "0.05", "--attempts", "1", "--start", "2000"]
     # Replicant keeps no log on disk: its "persist" is an in-memory append.
     memory_only = ["--disk-min-us", "1", "--disk-max-us", "5", "--net-min-us", "30", "--net-extra-us", "20"]
@@ -430,11 +435,13 @@ def main():
     ap.add_argument("--resume", action="store_true", help="keep the points an earlier run of the same grid left in OUT/parts")
     ap.add_argument("--data-mib", type=int, default=256)
     ap.add_argument("--host-cores", type=float, default=2.0)
+    ap.add_argument("--clients", type=int, default=64, help="predict: the harness's connections (groundtruth/run's default)")
     ap.add_argument("--load-us-per-op", type=float,
                     help="the load generator's CPU per operation (default: fitted from --measured's runs, else "
                          "LOAD_US_PER_OP)")
     ap.add_argument("--profiles", nargs="+", default=["stutter", "replicant-go", "replicant-java", BASELINE])
-    ap.add_argument("--measured", help="predict: the ground-truth harness's runs.jsonl (groundtruth/run grid)")
+    ap.add_argument("--measured", help="the ground-truth harness's runs.jsonl (groundtruth/run grid): the profiles' CPU "
+                                       "per operation is calibrated on its 8x cells; predict: the error of each point")
     ap.add_argument("--docs", help="write the tables into DOCS/gc-study.md (the grid's own GENERATED part)")
     ap.add_argument("--rate", type=int, default=4000, help="bench-cpu: offered load")
     ap.add_argument("--seconds", type=int, default=10, help="bench-cpu: the shorter run's length")
@@ -453,10 +460,8 @@ def main():
     if a.what != "report":
         subprocess.run(["cargo", "build", "-q", "--release", "--locked", "-p", "stutter-sim"], cwd=ROOT, check=True)
         t = time.time()
-        if kind == "paper":
-            jobs = paper_jobs(a.quick)
-        else:
-            jobs = predict_jobs(a, calibrated_profiles(a.measured, a.profiles, out) if a.measured else None)
+        paths = calibrated_profiles(a.measured, a.profiles, out) if a.measured else None
+        jobs = paper_jobs(a.quick, paths) if kind == "paper" else predict_jobs(a, paths)
         run_all(jobs, out, a.jobs, a.resume)
         seconds = int(time.time() - t)
     text = paper_report(out, seconds) if kind == "paper" else predict_report(out, a.measured, seconds)

@@ -2,7 +2,7 @@
 """GC coordination on the local cluster: real replica processes whose
 collector model (`[gc]`) runs plain or coordinated (`coordinated = true`,
 docs/protocol-gc-coordination.md "GC coordination"), side by side at one offered load —
-the real-node half of docs/gc-study.md's Blade rows
+the real-node half of docs/gc-study-simulated.md's Blade rows
 (docs/notes/2026-11-24-gc-blade-local.md has a run).
 
 For each configuration (no collector; G1-like and Go-like, each plain and

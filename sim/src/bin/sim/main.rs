@@ -186,7 +186,7 @@ enum Cmd {
     },
     /// List the named scenarios.
     Scenarios,
-    /// The GC study's measurements (docs/gc-study.md, scripts/gc-study).
+    /// The GC study's measurements (docs/gc-study-simulated.md, scripts/gc-study).
     Study {
         #[command(subcommand)]
         what: StudyCmd,

@@ -1,4 +1,4 @@
-//! `sim study`: the GC study's measurements (docs/gc-study.md,
+//! `sim study`: the GC study's measurements (docs/gc-study-simulated.md,
 //! scripts/gc-study), each printed as one JSON line.
 
 use std::time::Instant;
