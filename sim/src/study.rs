@@ -319,6 +319,26 @@ fn probe_of(setup: &Setup, rate: f64, s: &Scenario, out: &crate::world::RunOutpu
     }
 }
 
+/// Served below this share of the offered rate, a run misses the SLO
+/// whatever its latencies: the load was not carried. Above Poisson's
+/// spread for the shortest runs the searches make (a few hundred
+/// operations in the measured window).
+pub const SERVED_SHARE: f64 = 0.8;
+
+impl Probe {
+    /// Whether this run meets the SLO: p99 from the intended start within
+    /// it, every operation in the measured window completed, and the
+    /// offered load carried. The last matters where the replicas never
+    /// serve at all (a collector that never lets a step run): no
+    /// operation is then invoked in the window, so none is late or
+    /// incomplete, and without it such a run would pass at any rate.
+    pub fn meets(&self, slo_p99_ms: f64) -> bool {
+        self.p99 <= slo_p99_ms
+            && self.incomplete == 0
+            && self.throughput >= SERVED_SHARE * self.rate
+    }
+}
+
 /// The result of a search for the highest rate meeting the SLO.
 #[derive(Clone, Debug, Serialize)]
 pub struct Search {
@@ -347,7 +367,7 @@ pub fn max_rate(
         for a in 0..attempts.max(1) {
             let p = probe(setup, rate, seed + a)?;
             probes.push(p.clone());
-            if p.p99 <= slo_p99_ms && p.incomplete == 0 {
+            if p.meets(slo_p99_ms) {
                 return Some(Some(p));
             }
         }
@@ -471,5 +491,51 @@ fn timeline_of(setup: &Setup, rate: f64, window: Time, out: &crate::world::RunOu
         pauses,
         latency,
         latency_from_send,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(rate: f64, throughput: f64, p99: f64, incomplete: usize) -> Probe {
+        Probe {
+            rate,
+            throughput,
+            p50: p99 / 2.0,
+            p99,
+            p999: p99,
+            p9999: p99,
+            max: p99,
+            percentiles: Percentiles::of_sorted(&[]),
+            p99_from_send: p99,
+            max_from_send: p99,
+            incomplete,
+            gc_share: 0.0,
+            gc_active: 0.0,
+            gc_pauses: 0,
+            gc_cycles: 0,
+            gc_max_pause_ms: 0.0,
+            safety: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_run_that_served_nothing_does_not_meet_the_slo() {
+        // Regression: a Go-like replica at memory/data 1.25 with the
+        // replicant-go profile at 256 MiB never served; no operation was
+        // invoked in the window, so none was late or incomplete, and the
+        // search climbed to 4,096,000 ops/s.
+        assert!(!probe(4_096_000.0, 0.0, 0.0, 0).meets(20.0));
+        assert!(
+            !probe(2_000.0, 1_000.0, 3.0, 0).meets(20.0),
+            "half the load carried"
+        );
+        assert!(probe(2_000.0, 1_950.0, 3.0, 0).meets(20.0));
+        assert!(!probe(2_000.0, 2_000.0, 21.0, 0).meets(20.0), "late");
+        assert!(
+            !probe(2_000.0, 2_000.0, 3.0, 1).meets(20.0),
+            "an operation never completed"
+        );
     }
 }
