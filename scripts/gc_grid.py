@@ -463,7 +463,8 @@ def main():
         paths = calibrated_profiles(a.measured, a.profiles, out) if a.measured else None
         jobs = paper_jobs(a.quick, paths) if kind == "paper" else predict_jobs(a, paths)
         run_all(jobs, out, a.jobs, a.resume)
-        seconds = int(time.time() - t)
+        # A resumed grid's wall time is not the grid's: not reported.
+        seconds = None if a.resume else int(time.time() - t)
     text = paper_report(out, seconds) if kind == "paper" else predict_report(out, a.measured, seconds)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text + "\n")
