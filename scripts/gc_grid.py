@@ -30,9 +30,11 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -107,8 +109,6 @@ def calibrated_profiles(measured, profiles, out, source=os.path.join(ROOT, "sim"
     CPU taken off, at its highest load meeting the SLO at 8x. Written to
     OUT/profiles/NAME.toml; returns {name: path}. The other ratios use
     the same figures: they are predictions, not fits."""
-    import re
-    import tomllib
     sys.path.insert(0, os.path.join(ROOT, "groundtruth"))
     from gt import impls  # noqa: E402
     by_profile = {i.profile: i.name for i in impls.IMPLS.values()}
@@ -123,7 +123,8 @@ def calibrated_profiles(measured, profiles, out, source=os.path.join(ROOT, "sim"
             sys.stderr.write(f"{name}: no measured 8x cell; its profile's CPU is used as measured\n")
             paths[name] = src
             continue
-        text = open(src).read()
+        with open(src) as f:
+            text = f.read()
         cpu = tomllib.loads(text)["cpu"]
         mutator = {r: roles[r]["cpu_us_per_op"] * (1 - min(roles[r].get("gc_of_process_cpu") or 0.0, 1.0))
                    for r in ("leader", "follower")}
