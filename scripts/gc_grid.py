@@ -7,7 +7,7 @@ in parallel, keeps each command's JSON line, and writes the tables.
 
     gc_grid.py paper   [--out DIR] [--jobs N] [--quick] [--resume]
     gc_grid.py predict [--out DIR] [--jobs N] [--data-mib 256] [--host-cores 2]
-                       [--load-us-per-op X] [--measured FILE]
+                       [--load-us-per-op X] [--measured FILE]...
     gc_grid.py report  paper|predict --out DIR [--docs DIR]
     gc_grid.py bench-cpu [--rate 4000] [--seconds 10]
 
@@ -20,7 +20,9 @@ the same profiles without a collector; the paper's figures beside them.
 generator on one host of `--host-cores`, `--data-mib` per replica) for
 every profile at the four ratios. The profiles and their CPU per operation
 come from measurements at 8x; the other ratios are predictions. With
-`--measured` (the harness's JSON lines), the error of each point.
+`--measured` (the harness's JSON lines; given again, a later file's cells
+replace the earlier ones of the same implementation and ratio), the error
+of each point.
 
 Results: DIR/max.jsonl (one `sim study max` per line, in job order),
 DIR/run.jsonl, DIR/report.md; with --docs, also the grid's generated part
@@ -112,7 +114,7 @@ def calibrated_profiles(measured, profiles, out, source=os.path.join(ROOT, "sim"
     sys.path.insert(0, os.path.join(ROOT, "groundtruth"))
     from gt import impls  # noqa: E402
     by_profile = {i.profile: i.name for i in impls.IMPLS.values()}
-    cells = {(c["impl"], float(c["ratio"])): c for c in load(measured) if c.get("kind") == "cell"}
+    cells = {(c["impl"], float(c["ratio"])): c for c in load_measured(measured) if c.get("kind") == "cell"}
     os.makedirs(os.path.join(out, "profiles"), exist_ok=True)
     paths = {}
     for name in profiles:
@@ -207,6 +209,23 @@ def load(path):
         return [json.loads(l) for l in f if l.strip()]
 
 
+def load_measured(paths):
+    """The harness's lines from one or more runs.jsonl files (`--measured`
+    given more than once): an implementation and ratio measured again in
+    a later file replace the earlier file's cell, runs and failed
+    attempts of the same implementation and ratio (a cell rerun on a
+    quiet machine, or with more room for the JVM)."""
+    rows = []
+    for path in ([paths] if isinstance(paths, str) else paths):
+        new = load(path)
+        redone = {(r["impl"], float(r["ratio"])) for r in new if r.get("kind") == "cell"}
+        rows = [r for r in rows
+                if not (r.get("kind") in ("cell", "run", "failed-attempt")
+                        and (r.get("impl"), float(r.get("ratio", 0))) in redone)]
+        rows += new
+    return rows
+
+
 def profile_of(setup):
     p = setup.get("profile")
     return p["name"] if p else "stutter (table)"
@@ -276,7 +295,7 @@ def harness_cells(path):
     sys.path.insert(0, os.path.join(ROOT, "groundtruth"))
     from gt import impls  # noqa: E402 (the harness's own table of implementations)
     cells = {}
-    for c in load(path):
+    for c in load_measured(path):
         if c.get("kind") != "cell" or c["impl"] not in impls.IMPLS:
             continue
         lead = (c.get("roles_at_max") or {}).get("leader") or {}
@@ -293,7 +312,7 @@ def load_us_per_op(path):
     recorded it, so that start-up and connection set-up fall into the
     intercept. None when fewer than three runs recorded it."""
     pts = []
-    for r in load(path):
+    for r in load_measured(path):
         b = r.get("bench") if r.get("kind") == "run" else None
         if b and b.get("bench_cpu_s") is not None:
             pts.append((r["rate"] * (r["duration"] + r["warmup"]), b["bench_cpu_s"]))
@@ -441,8 +460,10 @@ def main():
                     help="the load generator's CPU per operation (default: fitted from --measured's runs, else "
                          "LOAD_US_PER_OP)")
     ap.add_argument("--profiles", nargs="+", default=["stutter", "replicant-go", "replicant-java", BASELINE])
-    ap.add_argument("--measured", help="the ground-truth harness's runs.jsonl (groundtruth/run grid): the profiles' CPU "
-                                       "per operation is calibrated on its 8x cells; predict: the error of each point")
+    ap.add_argument("--measured", action="append",
+                    help="the ground-truth harness's runs.jsonl (groundtruth/run grid): the profiles' CPU per operation "
+                         "is calibrated on its 8x cells; predict: the error of each point. Repeatable: a later file's "
+                         "cells replace an earlier one's of the same implementation and ratio")
     ap.add_argument("--docs", help="write the tables into DOCS/gc-study.md (the grid's own GENERATED part)")
     ap.add_argument("--rate", type=int, default=4000, help="bench-cpu: offered load")
     ap.add_argument("--seconds", type=int, default=10, help="bench-cpu: the shorter run's length")

@@ -87,6 +87,8 @@ def plots(cells, prefix):
         ax.set_xscale("log")
         ax.set_xticks(sorted({c["ratio"] for c in cells}))
         ax.set_xticklabels([f"{r:g}×" for r in sorted({c["ratio"] for c in cells})])
+        # A log axis labels its minor ticks too ("6×10⁰"): only the ratios.
+        ax.set_xticks([], minor=True)
         ax.invert_xaxis()
         ax.set_xlabel("memory / data")
         ax.grid(alpha=0.3)

@@ -51,6 +51,21 @@ class PredictReport(unittest.TestCase):
         self.assertEqual(c[("replicant-go", 8.0)]["gc_cpu_share"], 0.2)
         self.assertEqual(c[("replicant-java", 1.25)]["max_rate"], 0.0, "a cell that never met the SLO")
 
+    def test_a_later_file_replaces_only_the_cells_it_measured_again(self):
+        rerun = os.path.join(self.dir, "rerun.jsonl")
+        old_run = dict(run(1000, 5, 1, 0.3), impl="go-tcp", ratio=8)
+        write_lines(self.measured, [cell("go-tcp", 8, 3900), old_run, cell("go-tcp", 2, 4000),
+                                    cell("rust-tcp", 8, 11250)])
+        write_lines(rerun, [{"kind": "invocation"}, cell("go-tcp", 8, 5600),
+                            dict(run(2000, 5, 1, 0.4), impl="go-tcp", ratio=8.0)])
+        c = gc_grid.harness_cells([self.measured, rerun])
+        self.assertEqual(c[("replicant-go", 8.0)]["max_rate"], 5600)
+        self.assertEqual(c[("replicant-go", 2.0)]["max_rate"], 4000, "a cell not measured again is kept")
+        self.assertEqual(c[("replicant-rust", 8.0)]["max_rate"], 11250)
+        rows = gc_grid.load_measured([self.measured, rerun])
+        self.assertNotIn(old_run, rows, "the replaced cell's runs go with it")
+        self.assertEqual([r["rate"] for r in rows if r.get("kind") == "run"], [2000])
+
     def test_load_generator_cpu_is_the_slope_not_the_mean(self):
         # 0.5 s of start-up per run plus 20 µs per operation offered.
         rows = [run(r, 5, 1, 0.5 + r * 6 * 20e-6) for r in (1000, 4000, 16000)]
