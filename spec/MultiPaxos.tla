@@ -756,12 +756,18 @@ HandleHeartbeatReply(r, m) ==
                /\ gle' = [gle EXCEPT ![r] = Max2(@, Min({lastExecuted[r]} \cup {pl[p] : p \in H}))]
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, snap, kv, sessions, exec, msgs, owner, chosen, votes, crashes, dur, pend>>
 
+\* MUTATION POINT (mutants/catch_up_beyond_executed.tla): the highest
+\* slot a catch-up carries, the leader's last executed (the core's
+\* send_catch_up: every instance up to it is chosen, so the follower may
+\* store them as committed).
+CatchUpTop(r) == lastExecuted[r]
+
 \* A follower's reply shows it lacks executed slots: the leader sends the
-\* instances m.le+1..hi (hi up to its last executed) ...
+\* instances m.le+1..hi (hi up to CatchUpTop) ...
 SendCatchUpTo(r, m, hi) ==
     /\ ModelCatchUp /\ up[r] /\ role[r] = "Leader"
     /\ m.type = "HeartbeatReply" /\ m.to = r /\ m.bal = ballot[r]
-    /\ trimmed[r] <= m.le /\ m.le < hi /\ hi <= lastExecuted[r]
+    /\ trimmed[r] <= m.le /\ m.le < hi /\ hi <= CatchUpTop(r)
     /\ Send(Msg("CatchUp", r, m.from, ballot[r], 0, NoVal, hi, 0,
                 EntriesOf(r, m.le, hi), NoSnap))
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
@@ -775,7 +781,7 @@ SendSnapshot(r, m) ==
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 SendCatchUp(r) ==
-    \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in (m.le + 1)..lastExecuted[r] : SendCatchUpTo(r, m, hi)
+    \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in (m.le + 1)..CatchUpTop(r) : SendCatchUpTo(r, m, hi)
 
 \* A follower stores the chosen instances of a CatchUp as committed.
 HandleCatchUp(r, m) ==
