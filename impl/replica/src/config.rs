@@ -121,8 +121,9 @@ pub struct Limits {
     pub max_inflight_per_connection: Option<usize>,
     /// Largest client frame (or text line), KiB.
     pub max_client_frame_kb: Option<usize>,
-    /// Largest peer frame, MiB. Snapshots travel in one frame: this must
-    /// hold the whole state machine.
+    /// Largest peer frame, MiB (at least 2). Snapshots travel in parts of
+    /// 1 MiB (`peer_frame.rs`), the first with the session table: this must
+    /// hold a part and that table, not the whole state machine.
     pub max_peer_frame_mb: Option<usize>,
     /// A client connection that sends no request for this long is closed
     /// (0: never). Longer than a reply can take (10 s).
@@ -182,7 +183,7 @@ impl Limits {
             max_peer_frame: self
                 .max_peer_frame_mb
                 .map_or(d.max_peer_frame, |m| m.saturating_mul(1 << 20))
-                .max(1 << 20),
+                .max(2 * crate::peer_frame::PART_BYTES),
             client_idle_timeout: match self.client_idle_timeout_s {
                 None => d.client_idle_timeout,
                 Some(0) => None,

@@ -14,6 +14,7 @@ pub mod config;
 pub mod node;
 pub mod node_bug;
 pub mod peer_auth;
+pub mod peer_frame;
 pub mod platform;
 pub mod text;
 pub mod thread_cpu;

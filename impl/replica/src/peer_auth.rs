@@ -39,6 +39,7 @@ use sha2::Sha256;
 use stutter_core::{Message, ReplicaId};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::peer_frame::{PeerFrame, PeerFrameRef};
 use crate::wire;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -377,6 +378,17 @@ impl FrameSealer {
         self.finish(start, max, out)
     }
 
+    /// Appends the sealed frame of a protocol message (a snapshot's parts
+    /// are sealed with [`FrameSealer::seal`] of each part, `peer_frame.rs`).
+    pub fn seal_message(
+        &mut self,
+        msg: &Message,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        self.seal(&PeerFrameRef::Message(msg), max, out)
+    }
+
     /// Appends a sealed frame of an already encoded body (for tests and
     /// fuzzing: the receiver decodes whatever the body is).
     pub fn seal_body(&mut self, body: &[u8], max: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
@@ -427,7 +439,7 @@ pub async fn read_sealed<R: AsyncRead + Unpin>(
     opener: &mut FrameOpener,
     max: usize,
     buf: &mut Vec<u8>,
-) -> std::io::Result<Option<Message>> {
+) -> std::io::Result<Option<PeerFrame>> {
     let Some(len) = wire::read_len(r).await? else {
         return Ok(None);
     };
@@ -443,7 +455,7 @@ pub async fn read_sealed<R: AsyncRead + Unpin>(
             "frame MAC mismatch (altered, replayed or reordered)",
         ));
     }
-    wire::decode::<Message>(buf).map(Some)
+    wire::decode::<PeerFrame>(buf).map(Some)
 }
 
 #[cfg(test)]
@@ -498,7 +510,7 @@ mod tests {
             },
         ];
         for m in &msgs {
-            sealer.seal(m, 1 << 20, &mut out).unwrap();
+            sealer.seal_message(m, 1 << 20, &mut out).unwrap();
         }
         let mut r = &out[..];
         let mut buf = Vec::new();
@@ -506,9 +518,8 @@ mod tests {
             assert_eq!(
                 read_sealed(&mut r, &mut opener, 1 << 20, &mut buf)
                     .await
-                    .unwrap()
-                    .as_ref(),
-                Some(m)
+                    .unwrap(),
+                Some(PeerFrame::Message(m.clone()))
             );
         }
         assert!(read_sealed(&mut r, &mut opener, 1 << 20, &mut buf)
@@ -614,7 +625,8 @@ mod tests {
         let mut got = Vec::new();
         loop {
             match read_sealed(&mut r, &mut o, 1 << 20, &mut buf).await {
-                Ok(Some(m)) => got.push(m),
+                Ok(Some(PeerFrame::Message(m))) => got.push(m),
+                Ok(Some(PeerFrame::SnapshotPart(_))) => return Err(got.len()),
                 Ok(None) => return Ok(got),
                 Err(_) => return Err(got.len()),
             }
@@ -635,7 +647,7 @@ mod tests {
             (0..n)
                 .map(|i| {
                     let mut f = Vec::new();
-                    s.seal(
+                    s.seal_message(
                         &Message::ReadProbe {
                             ballot: stutter_core::Ballot(1),
                             id: i as u64,
@@ -666,7 +678,7 @@ mod tests {
         };
         let (mut s, _) = key.session(&other);
         let mut moved = Vec::new();
-        s.seal(
+        s.seal_message(
             &Message::ReadProbe {
                 ballot: stutter_core::Ballot(1),
                 id: 0,

@@ -145,3 +145,29 @@ pub fn since_epoch() -> std::time::Duration {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
 }
+
+/// Lets the other tasks of the thread run before the caller goes on.
+/// tokio's `yield_now` wakes the task only after the runtime has polled
+/// its timers and sockets: a task that yielded with a plain self-wake would
+/// run again before them for up to `event_interval` (61) turns, and the
+/// protocol loop's heartbeat timer with it. Under madsim that deferred
+/// wake-up goes to a tokio scheduler that does not run, so the task wakes
+/// itself and waits in madsim's ready queue (where a paused node's tasks
+/// wait).
+pub async fn yield_once() {
+    #[cfg(not(feature = "madsim"))]
+    tokio::task::yield_now().await;
+    #[cfg(feature = "madsim")]
+    {
+        let mut yielded = false;
+        std::future::poll_fn(move |cx| {
+            if yielded {
+                return std::task::Poll::Ready(());
+            }
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        })
+        .await
+    }
+}

@@ -42,10 +42,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -439,7 +436,7 @@ impl GcDriver {
                 Handle::current().resume(node);
             }
         });
-        YieldOnce(false).await;
+        crate::platform::yield_once().await;
         let back = self.t0.elapsed().as_micros() as Time;
         count(self.node, |t| {
             t.stops += 1;
@@ -466,22 +463,5 @@ impl GcDriver {
             burnt_ms,
             stopped_ms,
         )
-    }
-}
-
-/// Returns `Pending` once, waking itself: the task goes back to madsim's
-/// ready queue, where a paused node's tasks wait. (tokio's `yield_now`
-/// defers its wake-up to a tokio scheduler that does not run here.)
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }

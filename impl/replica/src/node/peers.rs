@@ -17,6 +17,8 @@ use tokio::time::Instant;
 use super::event::{Event, Events};
 use crate::config::resolve;
 use crate::peer_auth::{self, ClusterKey};
+use crate::peer_frame::{PeerFrame, SnapshotAssembly, SnapshotParts, PART_BYTES};
+use crate::platform;
 use crate::platform::net::{TcpListener, TcpStream};
 
 /// Messages queued for one peer at most. A full queue means the peer is
@@ -209,10 +211,42 @@ async fn sender(p: LinkParams, to: ReplicaId, addr: String, mut rx: mpsc::Receiv
                 // reconnect, for `reconnecting` is never cleared.
                 batch.remove(0);
             }
-            for msg in batch {
+            // A snapshot sent while an earlier one still waited here
+            // supersedes it: the follower would install the newer anyway.
+            let newest_snapshot = batch
+                .iter()
+                .rposition(|m| matches!(m, Message::InstallSnapshot { .. }));
+            for (i, msg) in batch.into_iter().enumerate() {
+                if let Message::InstallSnapshot { ballot, snapshot } = msg {
+                    if Some(i) != newest_snapshot {
+                        continue;
+                    }
+                    let mut parts = SnapshotParts::new(ballot, snapshot);
+                    loop {
+                        buf.clear();
+                        let sealed =
+                            parts.next_part(|part| sealer.seal(part, p.max_frame, &mut buf));
+                        match sealed {
+                            None => break,
+                            Some(Err(e)) => {
+                                // A part is about 1 MiB, or one entry: only
+                                // a limit below that refuses it.
+                                tracing::error!(peer = to, error = %e, "snapshot not sent: raise [limits] max_peer_frame_mb");
+                                break 'conn;
+                            }
+                            Some(Ok(())) => {}
+                        }
+                        if !unstalled(w.write_all(&buf), &redialled, &mut suspect_until).await {
+                            break 'conn;
+                        }
+                        // The protocol loop shares this thread: it runs
+                        // between parts (peer_frame.rs).
+                        platform::yield_once().await;
+                    }
+                    continue;
+                }
                 buf.clear();
-                if let Err(e) = sealer.seal(&msg, p.max_frame, &mut buf) {
-                    // Only a snapshot can be this large: raise the limit.
+                if let Err(e) = sealer.seal_message(&msg, p.max_frame, &mut buf) {
                     tracing::error!(peer = to, kind = msg.kind(), error = %e, "message not sent: raise [limits] max_peer_frame_mb");
                     continue;
                 }
@@ -315,13 +349,17 @@ async fn receive(
     let addr = stream.peer_addr().ok();
     let mut r = BufReader::with_capacity(1 << 16, stream);
     let mut buf = Vec::new();
+    let mut snapshot = SnapshotAssembly::default();
     loop {
-        match peer_auth::read_sealed(&mut r, &mut opener, max, &mut buf).await {
-            Ok(Some(msg)) => {
-                if events.send(Event::Peer { from, msg }).await.is_err() {
+        let msg = match peer_auth::read_sealed(&mut r, &mut opener, max, &mut buf).await {
+            Ok(Some(PeerFrame::Message(msg))) => Some(msg),
+            Ok(Some(PeerFrame::SnapshotPart(part))) => match snapshot.add(part) {
+                Ok(whole) => whole,
+                Err(e) => {
+                    tracing::warn!(?addr, peer = from, error = %e, "bad peer frame; closing");
                     return;
                 }
-            }
+            },
             Ok(None) => return,
             Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                 tracing::warn!(?addr, peer = from, error = %e, "bad peer frame; closing");
@@ -331,9 +369,15 @@ async fn receive(
                 tracing::debug!(?addr, peer = from, error = %e, "peer connection ended");
                 return;
             }
+        };
+        if let Some(msg) = msg {
+            if events.send(Event::Peer { from, msg }).await.is_err() {
+                return;
+            }
         }
-        // A large frame's buffer is not kept for the small ones after it.
-        if buf.capacity() > 1 << 20 {
+        // A large frame's buffer is not kept for the small ones after it
+        // (a snapshot part, about `PART_BYTES`, is not large).
+        if buf.capacity() > 2 * PART_BYTES {
             buf = Vec::new();
         }
     }
@@ -391,6 +435,62 @@ mod tests {
         assert_eq!(t.elapsed(), SUSPECT_STALL);
     }
 
+    /// A snapshot six times the frame limit goes through the real link in
+    /// parts and arrives whole, in order between the messages sent around
+    /// it; of two snapshots queued together only the newer is sent.
+    #[tokio::test]
+    async fn a_snapshot_larger_than_a_frame_arrives_whole_and_in_order() {
+        let key = ClusterKey::new(Some(b"peers test secret!"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (events, mut rx) = mpsc::channel(16);
+        let params = |me| LinkParams {
+            me,
+            n: 2,
+            key: key.clone(),
+            max_frame: 2 * PART_BYTES,
+            redialled: Redials::new(2),
+        };
+        tokio::spawn(listen(listener, events, params(0)));
+        let links = PeerLinks::start(&params(1), [(0, addr.to_string())]);
+
+        let snapshot = |tag: u8| {
+            let kv = (0..3000u32)
+                .map(|i| {
+                    (
+                        bytes::Bytes::from(i.to_be_bytes().to_vec()),
+                        bytes::Bytes::from(vec![tag; 4096]),
+                    )
+                })
+                .collect();
+            Message::InstallSnapshot {
+                ballot: stutter_core::Ballot(257),
+                snapshot: Arc::new(stutter_core::Snapshot {
+                    last_executed: stutter_core::Slot(u64::from(tag)),
+                    kv,
+                    ..Default::default()
+                }),
+            }
+        };
+        let probe = |id| Message::ReadProbe {
+            ballot: stutter_core::Ballot(257),
+            id,
+        };
+        // Queued before the link is up, so that all four go in one batch.
+        for m in [probe(1), snapshot(1), snapshot(2), probe(2)] {
+            links.send(0, m);
+        }
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            match tokio::time::timeout(Duration::from_secs(20), rx.recv()).await {
+                Ok(Some(Event::Peer { from: 1, msg })) => got.push(msg),
+                Ok(Some(_)) => {}
+                other => panic!("no message: {}", other.is_err()),
+            }
+        }
+        assert_eq!(got, vec![probe(1), snapshot(2), probe(2)]);
+    }
+
     /// The sender of a received message is the replica the connection
     /// authenticated as; frames name no sender. A dialer that claims an
     /// id with the wrong key gets nothing through.
@@ -413,7 +513,7 @@ mod tests {
         let mut sealer = peer_auth::dial(&mut s, &key, 2, 0).await.unwrap();
         let mut frame = Vec::new();
         sealer
-            .seal(
+            .seal_message(
                 &Message::Prepare {
                     ballot: stutter_core::Ballot(258),
                     last_executed: stutter_core::Slot(0),

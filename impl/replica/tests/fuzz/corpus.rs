@@ -339,7 +339,7 @@ pub fn sealed_stream(msgs: &[Message]) -> Vec<u8> {
     let (mut s, _) = session();
     let mut out = Vec::new();
     for m in msgs {
-        s.seal(m, 1 << 20, &mut out).expect("seals");
+        s.seal_message(m, 1 << 20, &mut out).expect("seals");
     }
     out
 }
