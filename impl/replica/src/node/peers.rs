@@ -491,6 +491,70 @@ mod tests {
         assert_eq!(got, vec![probe(1), snapshot(2), probe(2)]);
     }
 
+    /// The sender shares its thread with the protocol loop (one runtime
+    /// thread by default): while a 24 MB snapshot is sealed and sent, a
+    /// timer on that thread still fires between its parts. Sealed in one
+    /// piece it stood still for 250-290 ms, most of an election timeout
+    /// (docs/notes/2026-11-28-rejoin.md); a yield that did not let the
+    /// runtime poll its timers would let it fire only every 61 parts.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_timer_on_the_senders_thread_fires_between_snapshot_parts() {
+        let key = ClusterKey::new(None);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (events, mut rx) = mpsc::channel(16);
+        let params = |me| LinkParams {
+            me,
+            n: 2,
+            key: key.clone(),
+            max_frame: 256 << 20,
+            redialled: Redials::new(2),
+        };
+        tokio::spawn(listen(listener, events, params(0)));
+        let links = PeerLinks::start(&params(1), [(0, addr.to_string())]);
+        // The link up first, so that the time measured is the snapshot's.
+        let probe = Message::ReadProbe {
+            ballot: stutter_core::Ballot(1),
+            id: 0,
+        };
+        links.send(0, probe.clone());
+        assert!(matches!(rx.recv().await, Some(Event::Peer { msg, .. }) if msg == probe));
+
+        let ticks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = ticks.clone();
+        let timer = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let kv = (0..3000u32)
+            .map(|i| {
+                (
+                    bytes::Bytes::from(i.to_be_bytes().to_vec()),
+                    bytes::Bytes::from(vec![7u8; 8192]),
+                )
+            })
+            .collect();
+        let snapshot = Message::InstallSnapshot {
+            ballot: stutter_core::Ballot(1),
+            snapshot: Arc::new(stutter_core::Snapshot {
+                kv,
+                ..Default::default()
+            }),
+        };
+        let parts = 24;
+        links.send(0, snapshot.clone());
+        let got = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+        let fired = ticks.load(std::sync::atomic::Ordering::Relaxed);
+        timer.abort();
+        assert!(matches!(got, Ok(Some(Event::Peer { msg, .. })) if msg == snapshot));
+        assert!(
+            fired >= parts / 2,
+            "the timer fired {fired} times while {parts} parts were sent"
+        );
+    }
+
     /// The sender of a received message is the replica the connection
     /// authenticated as; frames name no sender. A dialer that claims an
     /// id with the wrong key gets nothing through.
