@@ -435,24 +435,30 @@ mod tests {
         assert_eq!(t.elapsed(), SUSPECT_STALL);
     }
 
+    /// Replica 1's outbound link to a listening replica 0 on this runtime,
+    /// with frames up to `max_frame`; replica 0's events come out of the
+    /// receiver.
+    async fn link_from_1_to_0(max_frame: usize) -> (PeerLinks, mpsc::Receiver<Event>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (events, rx) = mpsc::channel(16);
+        let params = |me| LinkParams {
+            me,
+            n: 2,
+            key: ClusterKey::new(Some(b"peers test secret!")),
+            max_frame,
+            redialled: Redials::new(2),
+        };
+        tokio::spawn(listen(listener, events, params(0)));
+        (PeerLinks::start(&params(1), [(0, addr.to_string())]), rx)
+    }
+
     /// A snapshot six times the frame limit goes through the real link in
     /// parts and arrives whole, in order between the messages sent around
     /// it; of two snapshots queued together only the newer is sent.
     #[tokio::test]
     async fn a_snapshot_larger_than_a_frame_arrives_whole_and_in_order() {
-        let key = ClusterKey::new(Some(b"peers test secret!"));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (events, mut rx) = mpsc::channel(16);
-        let params = |me| LinkParams {
-            me,
-            n: 2,
-            key: key.clone(),
-            max_frame: 2 * PART_BYTES,
-            redialled: Redials::new(2),
-        };
-        tokio::spawn(listen(listener, events, params(0)));
-        let links = PeerLinks::start(&params(1), [(0, addr.to_string())]);
+        let (links, mut rx) = link_from_1_to_0(2 * PART_BYTES).await;
 
         let snapshot = |tag: u8| {
             let kv = (0..3000u32)
@@ -499,19 +505,7 @@ mod tests {
     /// runtime poll its timers would let it fire only every 61 parts.
     #[tokio::test(flavor = "current_thread")]
     async fn a_timer_on_the_senders_thread_fires_between_snapshot_parts() {
-        let key = ClusterKey::new(None);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (events, mut rx) = mpsc::channel(16);
-        let params = |me| LinkParams {
-            me,
-            n: 2,
-            key: key.clone(),
-            max_frame: 256 << 20,
-            redialled: Redials::new(2),
-        };
-        tokio::spawn(listen(listener, events, params(0)));
-        let links = PeerLinks::start(&params(1), [(0, addr.to_string())]);
+        let (links, mut rx) = link_from_1_to_0(256 << 20).await;
         // The link up first, so that the time measured is the snapshot's.
         let probe = Message::ReadProbe {
             ballot: stutter_core::Ballot(1),
