@@ -5,6 +5,7 @@
 //! (the summary, its JSON, the trace's validation); `study.rs` is the GC
 //! study's subcommand (`sim study`).
 
+mod alloc;
 mod report;
 mod study;
 
@@ -20,13 +21,6 @@ use stutter_sim::scenario::Scenario;
 
 use report::{summary, summary_value, validate_trace};
 use study::{study, StudyCmd};
-
-// A run allocates and frees a message, a request or a trace event per
-// step: mimalloc does that in about half the instructions of glibc's
-// malloc (docs/simulator-speed.md, "Speed and CI"). Allocation addresses never
-// reach the simulation, so runs stay the same.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -208,6 +202,7 @@ fn parse_range(s: &str) -> Result<(u64, u64)> {
 }
 
 fn main() -> Result<()> {
+    alloc::keep_freed_memory();
     let args = Args::parse();
     match args.cmd {
         Cmd::Run {
