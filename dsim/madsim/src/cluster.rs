@@ -29,7 +29,7 @@ pub fn client_ip(c: usize) -> IpAddr {
 /// frequent trims (snapshots written and segments retired many times per
 /// run), as in the turmoil layer. Pre-vote on, the replica's default,
 /// traced runs included (the trace spec reads its steps since issue 17).
-pub fn config(replicas: usize, gc: Option<&GcMode>) -> ClusterConfig {
+pub fn config(replicas: usize, gc: Option<&GcMode>) -> anyhow::Result<ClusterConfig> {
     let mut toml = String::new();
     for i in 0..replicas {
         let ip = replica_ip(i);
@@ -39,10 +39,8 @@ pub fn config(replicas: usize, gc: Option<&GcMode>) -> ClusterConfig {
     if let Some(g) = gc {
         toml.push_str(&g.section());
     }
-    match toml::from_str(&toml) {
-        Ok(c) => c,
-        Err(e) => panic!("the harness's own config does not parse: {e}"),
-    }
+    toml::from_str(&toml)
+        .map_err(|e| anyhow::anyhow!("the harness's own config does not parse: {e}"))
 }
 
 /// The collector model every replica runs in a GC run (`[gc]`, docs/
@@ -109,7 +107,7 @@ pub fn start(
     dir: &Path,
     no_fsync: bool,
     trace_dir: Option<&Path>,
-) -> Vec<NodeId> {
+) -> anyhow::Result<Vec<NodeId>> {
     let mut ids = Vec::new();
     for i in 0..cfg.replica.len() {
         let data_dir = data_dir(dir, i);
@@ -117,9 +115,8 @@ pub fn start(
         let incarnation = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         // The data directory exists before the replica starts (an
         // operator's step).
-        if let Err(e) = simfs::create_dir_all(&data_dir) {
-            panic!("cannot create {}: {e}", data_dir.display());
-        }
+        simfs::create_dir_all(&data_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", data_dir.display()))?;
         let cfg = cfg.clone();
         let node = handle
             .create_node()
@@ -150,5 +147,5 @@ pub fn start(
             .build();
         ids.push(node.id());
     }
-    ids
+    Ok(ids)
 }

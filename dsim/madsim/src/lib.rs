@@ -10,7 +10,7 @@
 //! drawn from the seed.
 //!
 //! The replicas' files are on the replica's own in-memory disk
-//! (`impl/replica/src/madsim_fs.rs`, the replica's `platform::fs` under the
+//! (`impl/replica/src/platform/madsim_fs.rs`, the replica's `platform::fs` under the
 //! `madsim` feature): a kill is a crash of the node's machine, which loses
 //! what was not synced (bytes at `sync_all`/`sync_data`, names at the
 //! directory's sync). madsim's own file system never loses unsynced data.
@@ -154,7 +154,7 @@ fn run_here(seed: u64, opts: &Options) -> anyhow::Result<Outcome> {
         }))
     }));
     drop(rt);
-    out.map_err(|p| anyhow::anyhow!("seed {seed} panicked: {}", panic_message(&p)))
+    out.map_err(|p| anyhow::anyhow!("seed {seed} panicked: {}", panic_message(&p)))?
 }
 
 fn plan(seed: u64, opts: &Options) -> faults::Plan {
@@ -169,12 +169,17 @@ fn plan(seed: u64, opts: &Options) -> faults::Plan {
 /// One run inside the madsim runtime: the cluster, the clients and the
 /// faults until the clients finish; then everything healed, the final
 /// reads, and the verdict.
-async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) -> Outcome {
+async fn simulate(
+    seed: u64,
+    opts: Options,
+    plan: faults::Plan,
+    dir: PathBuf,
+) -> anyhow::Result<Outcome> {
     let handle = Handle::current();
     let replicas = opts.replicas.max(2);
     // The workload's draws come after the plan's, from the same seed.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let cfg = cluster::config(replicas, opts.gc.as_ref());
+    let cfg = cluster::config(replicas, opts.gc.as_ref())?;
     let nodes = cluster::start(
         &handle,
         &cfg,
@@ -182,7 +187,7 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
         &dir,
         opts.no_fsync,
         opts.trace_dir.as_deref(),
-    );
+    )?;
     let replica_nodes = nodes.clone();
     let history: Arc<Mutex<History>> = Arc::default();
     let finals: Arc<Mutex<Finals>> = Arc::default();
@@ -218,7 +223,7 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
         Vec::new()
     };
     let hash = gc_hash(check::hash(&h, &driver.applied, &f), &gc);
-    Outcome {
+    Ok(Outcome {
         seed,
         hash,
         violations,
@@ -227,7 +232,7 @@ async fn simulate(seed: u64, opts: Options, plan: faults::Plan, dir: PathBuf) ->
         faults: driver.applied.clone(),
         sim_time: madsim::time::TimeHandle::current().elapsed(),
         gc,
-    }
+    })
 }
 
 /// The run's hash with the collectors' tallies folded in (FNV-1a over

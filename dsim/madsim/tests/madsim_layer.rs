@@ -22,6 +22,8 @@
 //! `cargo test --release` in dsim/madsim runs them; `SWARM_SEEDS=500`
 //! widens the swarms (GC swarms: half of it per model and mode).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 /// Items for the correct node only: left out when the crate is built with
 /// the injected node bugs, whose tests are the teeth below.
 macro_rules! correct_node_only {

@@ -1,5 +1,7 @@
 //! The replica's simulated disk under madsim (`platform::fs` with the
-//! `madsim` feature, impl/replica/src/madsim_fs.rs): what a crash keeps.
+//! `madsim` feature, impl/replica/src/platform/madsim_fs.rs): what a crash keeps.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::Write;
 use std::os::unix::fs::FileExt;

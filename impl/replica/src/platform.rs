@@ -5,8 +5,8 @@
 //! deterministic simulation (`dsim/turmoil`, docs/simulator-layers.md "Three
 //! layers"). With the `madsim` feature (and `--cfg madsim`) `tokio` is
 //! madsim-tokio (src/lib.rs) and the sockets are madsim's, wrapped here to
-//! tokio's shape (`madsim_net.rs`), and files are an in-memory disk of the
-//! replica's own (`madsim_fs.rs`): madsim's file system is asynchronous and
+//! tokio's shape (`platform/madsim_net.rs`), and files are an in-memory disk of the
+//! replica's own (`platform/madsim_fs.rs`): madsim's file system is asynchronous and
 //! never loses unsynced data (`dsim/madsim`). Nothing else in the replica
 //! names tokio's sockets, `std::fs` for its durable state, or the wall
 //! clock.
@@ -25,11 +25,9 @@ use std::net::SocketAddr;
 pub const BACKGROUND_THREADS: bool = !cfg!(any(feature = "turmoil", feature = "madsim"));
 
 #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
-#[path = "madsim_net.rs"]
 mod madsim_net;
 
 #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
-#[path = "madsim_fs.rs"]
 mod madsim_fs;
 
 /// Sockets: tokio's, or turmoil's or madsim's simulated ones.
@@ -49,7 +47,7 @@ pub mod net {
 /// Files of the durable state: `std::fs`, or turmoil's simulated disk
 /// (pending writes lost on a crash, torn writes, I/O errors, corruption),
 /// or under madsim an in-memory disk of the replica's own (unsynced writes
-/// and names lost on a crash; `madsim_fs.rs`).
+/// and names lost on a crash; `platform/madsim_fs.rs`).
 pub mod fs {
     #[cfg(all(feature = "madsim", not(feature = "turmoil")))]
     pub use super::madsim_fs::{

@@ -25,8 +25,9 @@ mod framed_session;
 #[cfg(not(feature = "madsim"))]
 mod gc;
 #[cfg(feature = "madsim")]
-#[path = "gc_madsim.rs"]
-mod gc;
+mod gc_madsim;
+#[cfg(feature = "madsim")]
+use gc_madsim as gc;
 mod group_commit;
 mod idle;
 mod peers;
