@@ -280,7 +280,10 @@ def paper_report(out, seconds=None):
         lines.append("|---|---|---|---|---|---|---|---|")
         for r in runs:
             p, s = r["probe"], r["timeline"]["setup"]
-            lines.append(f"| {profile_of(s)} | {s['model']} | {p['p99']:.1f} ms | {p['p999']:.1f} ms | {100 * p['gc_share']:.1f} % | "
+            # No operation completed (a heap that cannot hold its live data):
+            # no latency to show.
+            ms = lambda q: f"{p[q]:.1f} ms" if p["throughput"] else "none completed"
+            lines.append(f"| {profile_of(s)} | {s['model']} | {ms('p99')} | {ms('p999')} | {100 * p['gc_share']:.1f} % | "
                          f"{100 * p['gc_active']:.0f} % | {p['gc_pauses']} | {p['gc_max_pause_ms']:.1f} ms |")
         lines.append("")
     return "\n".join(lines)

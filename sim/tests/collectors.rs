@@ -83,7 +83,7 @@ fn a_g1_like_heap_close_to_its_data_stops_the_world_for_long() {
         s.memory = MemoryModel::g1(16 << 20, ratio);
         stutter_sim::run(s, 4)
     };
-    let (ample, tight) = (run(8.0), run(1.25));
+    let (ample, tight) = (run(8.0), run(1.3));
     assert!(ample.violations.is_empty() && tight.violations.is_empty());
     let longest =
         |o: &stutter_sim::world::RunOutput| o.gc.iter().map(|g| g.1.max_pause()).max().unwrap_or(0);

@@ -167,7 +167,10 @@ impl MemoryModel {
         }
     }
 
-    /// A G1-like runtime with -Xmx at `ratio` × the data.
+    /// A G1-like runtime with -Xmx at `ratio` × the data. Its live data
+    /// starts at `G1_OVERHEAD` (1.25) × the data: at a ratio of 1.25 or
+    /// less the heap cannot hold it, no eden fits, and the collector runs
+    /// full collections back to back (a JVM that cannot run).
     pub fn g1(dataset: u64, ratio: f64) -> MemoryModel {
         let heap_size = (dataset as f64 * ratio) as u64;
         let p = stutter_gc::G1Params {

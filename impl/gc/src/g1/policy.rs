@@ -122,8 +122,12 @@ impl Policy {
             }
             lo
         };
-        // Not into the reserve, but never below the minimum.
-        let eden = unrestrained.min(base_free).max(min_eden);
+        // Not into the reserve, but never below the minimum; and never
+        // more than the free regions, which a full heap does not have
+        // (live data at or above -Xmx: every allocation then fails into
+        // a collection, back to back, as the real JVM's 198 full
+        // collections while loading at 1.5×, docs/gc-study.md).
+        let eden = unrestrained.min(base_free).max(min_eden).min(free);
         YoungSize { eden, unrestrained }
     }
 }

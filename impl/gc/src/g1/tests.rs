@@ -59,6 +59,34 @@ fn a_heap_near_the_live_data_ends_in_full_collections() {
     );
 }
 
+/// Live data above the maximum heap: G1 has no free region left for eden
+/// after a full collection, so every allocation fails into another one
+/// and the mutator all but stops (a real JVM, live set above -Xmx: 198
+/// back-to-back full collections while loading, docs/gc-study.md). The
+/// model once sized eden at its minimum share of the heap regardless,
+/// and the mutator ran for seconds between two full collections.
+#[test]
+fn live_data_above_the_heap_leaves_no_eden_and_full_collections_run_back_to_back() {
+    let live = 80u64 << 20;
+    let mut c = Collector::new(&GcModel::G1(params(72)), 2.0, live, 0, 100_000);
+    // 1 MiB/s of allocation: a minimum eden (5 % of 72 MiB) would take
+    // 3.6 s to fill, against a 200 ms full collection (80 MiB at 5 ms/MiB
+    // over 2 cores).
+    drive(&mut c, 1.0 * MIB, 0.0, 10);
+    let s = c.stats();
+    let full = s.by_phase.get(&Phase::Full).map_or(0, |p| p.count);
+    assert!(
+        full >= 40,
+        "{full} full collections in 10 s: {:?}",
+        s.by_phase
+    );
+    assert!(
+        s.active_share() > 0.9,
+        "collecting {} of the run",
+        s.active_share()
+    );
+}
+
 #[test]
 fn old_garbage_starts_a_concurrent_mark_and_mixed_collections_reclaim_it() {
     let live = 64u64 << 20;
