@@ -8,7 +8,7 @@ in parallel, keeps each command's JSON line, and writes the tables.
     gc_grid.py paper   [--out DIR] [--jobs N] [--quick] [--resume]
     gc_grid.py predict [--out DIR] [--jobs N] [--data-mib 256] [--host-cores 2]
                        [--load-us-per-op X] [--measured FILE]...
-    gc_grid.py report  paper|predict --out DIR [--docs DIR]
+    gc_grid.py report  paper|predict --out DIR [--docs DIR] [--wall-seconds S]
     gc_grid.py bench-cpu [--rate 4000] [--seconds 10]
 
 `paper`: 4 GiB of data per replica (7.5 M keys), memory/data 8, 2, 1.5 and
@@ -468,6 +468,8 @@ def main():
                          "is calibrated on its 8x cells; predict: the error of each point. Repeatable: a later file's "
                          "cells replace an earlier one's of the same implementation and ratio")
     ap.add_argument("--docs", help="write the tables into DOCS/gc-study.md (the grid's own GENERATED part)")
+    ap.add_argument("--wall-seconds", type=int,
+                    help="with report: the grid's wall time, as its own run reported it (report.md's first line)")
     ap.add_argument("--rate", type=int, default=4000, help="bench-cpu: offered load")
     ap.add_argument("--seconds", type=int, default=10, help="bench-cpu: the shorter run's length")
     a = ap.parse_args()
@@ -481,7 +483,7 @@ def main():
                          f"{' (fitted from the harness runs)' if fitted is not None else ''}\n")
     kind = a.kind if a.what == "report" else a.what
     out = a.out or os.path.join(ROOT, "results", f"gc-{kind}")
-    seconds = None
+    seconds = a.wall_seconds if a.what == "report" else None
     if a.what != "report":
         subprocess.run(["cargo", "build", "-q", "--release", "--locked", "-p", "stutter-sim"], cwd=ROOT, check=True)
         t = time.time()
