@@ -70,13 +70,17 @@ impl Scenario {
             s.workload.value_size = g.range(16, 1_024);
             s.cores = g.range(1, 4) as u32;
             let go = g.chance(0.5);
-            // G1's tightest is 1.3: at 1.25 its live data (1.25 times the
-            // raw data) fills the heap, and the JVM does nothing but
-            // collect (`MemoryModel::g1`).
+            // G1's tightest is 1.5: its live data starts at 1.25 times the
+            // raw data (`MemoryModel::g1`), so at 1.25 it fills the heap
+            // and the JVM does nothing but collect; at 1.3 the keys a run
+            // adds filled it in 3 of seeds 0..2000 (992, 1397, 1926: a
+            // replica collecting back to back never caught up, failing
+            // liveness and convergence for want of memory, not of the
+            // protocol).
             let ratio = if go {
                 [8.0, 2.0, 1.5, 1.25][tightest]
             } else {
-                [8.0, 2.0, 1.5, 1.3][tightest]
+                [8.0, 2.0, 1.75, 1.5][tightest]
             };
             s.memory = if go {
                 MemoryModel::go(dataset, ratio)
