@@ -1295,8 +1295,8 @@ TypeOK ==
          /\ votes.at[i].cast \subseteq [acc : Replicas, bal : Ballots, val : Values]
          /\ votes.at[i].chosen = ChosenIn(votes.at[i].cast)
     /\ votes.max \in [Replicas -> {0} \cup Ballots]
-    /\ \A r \in Replicas : \A i \in DOMAIN votes.at : \A x \in votes.at[i].cast :
-         x.acc = r => x.bal <= votes.max[r]
+    /\ \A i \in DOMAIN votes.at : \A x \in votes.at[i].cast :   \* (x.acc is a replica: above)
+         x.bal <= votes.max[x.acc]
     /\ \A r \in Replicas : ModelPersist \/ pend[r] = <<>>
 
 \* At most one value is committed per slot, across replicas and over time:
