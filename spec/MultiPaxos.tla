@@ -1111,7 +1111,8 @@ GcStep(r) ==
        \/ GcDue(r) \/ RequestGc(r) \/ GrantGc(r) \/ GcCollectGranted(r) \/ GcCollectForced(r)
        \/ GcDone(r) \/ TransferLeadership(r) \/ GcLeaderCollect(r)
        \/ \E p \in Replicas : GcExpire(r, p)
-       \/ \E m \in msgs : HandleGcRequest(r, m) \/ HandleGcGrant(r, m) \/ HandleGcDone(r, m)
+       \/ GcCoordination /\       \* as all four handlers: not tried per message without it
+          \E m \in msgs : HandleGcRequest(r, m) \/ HandleGcGrant(r, m) \/ HandleGcDone(r, m)
                          \/ HandleTimeoutNow(r, m)
 GcNext == \E r \in Replicas : GcStep(r) /\ PvAfter(r, FALSE)
 
