@@ -257,9 +257,12 @@ CommitHistory(c) == chosen \cup {c}
 \* and extends it in native code: it spans every replica's window.)
 NoVotes == [cast |-> {}, chosen |-> {}]
 VotesAt(s) == IF votes.base < s /\ s <= votes.base + Len(votes.at) THEN votes.at[s - votes.base] ELSE NoVotes
-\* The values a majority voted for at one ballot, among the votes V.
+\* The values a majority voted for at one ballot, among the votes V: the
+\* acceptors of each pair <<ballot, value>> voted for are counted once per
+\* pair, not once per vote (TypeOK recomputes it in every state).
 ChosenIn(V) ==
-    {x.val : x \in {x \in V : Majority({y.acc : y \in {y \in V : y.bal = x.bal /\ y.val = x.val}})}}
+    LET BV == {<<x.bal, x.val>> : x \in V} IN
+    {p[2] : p \in {p \in BV : Majority({x.acc : x \in {x \in V : x.bal = p[1] /\ x.val = p[2]}})}}
 \* at (a votes sequence starting after slot base) with the votes of each
 \* slot s in DOMAIN U (all within it) replaced by U[s], one at a time.
 RECURSIVE UpdateVotes(_, _, _)
@@ -781,6 +784,7 @@ SendSnapshot(r, m) ==
     /\ UNCHANGED <<ballot, role, up, log, lastExecuted, trimmed, gle, peerLE, snap, kv, sessions, exec, owner, chosen, votes, crashes, dur, pend>>
 
 SendCatchUp(r) ==
+    ModelCatchUp /\ up[r] /\ role[r] = "Leader" /\    \* both start so: not tried per message
     \E m \in msgs : SendSnapshot(r, m) \/ \E hi \in (m.le + 1)..CatchUpTop(r) : SendCatchUpTo(r, m, hi)
 
 \* A follower stores the chosen instances of a CatchUp as committed.
@@ -1107,7 +1111,8 @@ GcStep(r) ==
        \/ GcDue(r) \/ RequestGc(r) \/ GrantGc(r) \/ GcCollectGranted(r) \/ GcCollectForced(r)
        \/ GcDone(r) \/ TransferLeadership(r) \/ GcLeaderCollect(r)
        \/ \E p \in Replicas : GcExpire(r, p)
-       \/ \E m \in msgs : HandleGcRequest(r, m) \/ HandleGcGrant(r, m) \/ HandleGcDone(r, m)
+       \/ GcCoordination /\       \* as all four handlers: not tried per message without it
+          \E m \in msgs : HandleGcRequest(r, m) \/ HandleGcGrant(r, m) \/ HandleGcDone(r, m)
                          \/ HandleTimeoutNow(r, m)
 GcNext == \E r \in Replicas : GcStep(r) /\ PvAfter(r, FALSE)
 
@@ -1213,15 +1218,18 @@ BridgeCut(l, c) ==
 \* none); each sets pv itself.
 PreVoteStep(r) ==
     \/ StartPreVote(r) \/ ElectAfterPreVote(r)
-    \/ \E m \in msgs : HandlePreVote(r, m)
+    \/ PreVote /\ \E m \in msgs : HandlePreVote(r, m)
 
 (***************************************************************************)
 \* The protocol's steps of r other than BecomeLeader (which sets the
 \* coordination state itself); a paused (collecting) replica takes none
 \* of them, though it may crash.
 \* The steps that hear a leader or candidate (pv: PvAfter).
+\* The guards common to the handlers of a message come before the choice of
+\* the message (the same steps, in the same order; TLC does not try every
+\* message of msgs when they fail).
 HearStep(r) ==
-    \E m \in msgs :
+    up[r] /\ \E m \in msgs :
         \/ HandlePrepare(r, m) \/ HandleAccept(r, m) \/ HandleHeartbeat(r, m)
         \/ HandleCatchUp(r, m) \/ InstallSnapshot(r, m)
 OtherCoreStep(r) ==
@@ -1229,7 +1237,8 @@ OtherCoreStep(r) ==
     \/ Propose(r) \/ HandleAccepted(r) \/ Execute(r)
     \/ SendHeartbeat(r) \/ SendCatchUp(r) \/ Trim(r)
     \/ Persist(r) \/ Restart(r)
-    \/ \E m \in msgs : Reject(r, m) \/ HandleHeartbeatReply(r, m) \/ LearnCommit(r, m)
+    \/ (FineSteps \/ ModelTrim \/ CommitOnAccept) /\ up[r] /\
+       \E m \in msgs : Reject(r, m) \/ HandleHeartbeatReply(r, m) \/ LearnCommit(r, m)
 CoreStep(r) ==
     \/ HearStep(r) /\ PvAfter(r, TRUE)
     \/ OtherCoreStep(r) /\ PvAfter(r, FALSE)
@@ -1278,7 +1287,8 @@ TypeOK ==
     /\ trimmed \in [Replicas -> 0..NumSlots]
     /\ gle \in [Replicas -> 0..NumSlots]
     /\ \A r \in Replicas : Len(exec[r]) = lastExecuted[r]
-    /\ \A r \in Replicas : SessionsOK(sessions[r]) /\ SessionsOK(snap[r].sessions)
+    /\ \A ss \in {sessions[r] : r \in Replicas} \cup {snap[r].sessions : r \in Replicas} :
+         SessionsOK(ss)           \* each distinct table once (they are mostly equal)
     /\ owner \in [Ballots -> Replicas \cup {NoOwner}]
     /\ crashes \in 0..MaxCrashes
     /\ votes.base + Len(votes.at) <= NumSlots
@@ -1286,24 +1296,33 @@ TypeOK ==
          /\ votes.at[i].cast \subseteq [acc : Replicas, bal : Ballots, val : Values]
          /\ votes.at[i].chosen = ChosenIn(votes.at[i].cast)
     /\ votes.max \in [Replicas -> {0} \cup Ballots]
-    /\ \A r \in Replicas : \A i \in DOMAIN votes.at : \A x \in votes.at[i].cast :
-         x.acc = r => x.bal <= votes.max[r]
+    /\ \A i \in DOMAIN votes.at : \A x \in votes.at[i].cast :   \* (x.acc is a replica: above)
+         x.bal <= votes.max[x.acc]
     /\ \A r \in Replicas : ModelPersist \/ pend[r] = <<>>
 
-\* At most one value is committed per slot, across replicas and over time.
+\* At most one value is committed per slot, across replicas and over time:
+\* in each slot, the leader commits of chosen and the instances the
+\* replicas hold as committed have one value.  (The same as comparing
+\* every two commits, every two replicas' committed instances and every
+\* committed instance with every commit of its slot, at less cost.)
 Agreement ==
-    /\ \A c1, c2 \in chosen : c1.slot = c2.slot => c1.val = c2.val
-    /\ \A r1, r2 \in Replicas : \A s \in DOMAIN log[r1] :
-         (log[r1][s].com /\ At(log[r2], s).com) => log[r1][s].val = log[r2][s].val
-    /\ \A r \in Replicas, c \in chosen :
-         At(log[r], c.slot).com => log[r][c.slot].val = c.val
+    \A s \in UNION {DOMAIN log[r] : r \in Replicas} \cup {c.slot : c \in chosen} :
+       Cardinality({c.val : c \in {c \in chosen : c.slot = s}}
+                   \cup {log[r][s].val : r \in {r \in Replicas : At(log[r], s).com}}) <= 1
 
 \* Same slot, same value; same last executed, same key-value state.
+\* Stated against one replica rather than for every two: the executed
+\* prefixes agree pairwise iff each is a prefix of the longest (top's),
+\* and the replicas of one last executed have one state iff each has the
+\* state of the first of them (rep); a commit agrees with every executed
+\* prefix reaching its slot iff it agrees with top's.
 ExecutedPrefixesAgree ==
-    /\ \A r1, r2 \in Replicas :
-       /\ \A s \in 1..Min2(lastExecuted[r1], lastExecuted[r2]) : exec[r1][s] = exec[r2][s]
-       /\ lastExecuted[r1] = lastExecuted[r2] => kv[r1] = kv[r2] /\ sessions[r1] = sessions[r2]
-    /\ \A r \in Replicas, c \in chosen : c.slot <= lastExecuted[r] => exec[r][c.slot] = c.val
+    LET top    == CHOOSE r \in Replicas : \A q \in Replicas : lastExecuted[q] <= lastExecuted[r]
+        rep(r) == CHOOSE q \in Replicas : lastExecuted[q] = lastExecuted[r]
+    IN  /\ \A r \in Replicas :
+           /\ \A s \in 1..lastExecuted[r] : exec[r][s] = exec[top][s]
+           /\ kv[r] = kv[rep(r)] /\ sessions[r] = sessions[rep(r)]
+        /\ \A c \in chosen : c.slot <= lastExecuted[top] => exec[top][c.slot] = c.val
 
 \* Anything chosen at ballot b is in the log (or the executed prefix) of
 \* every leader of a ballot >= b.
@@ -1319,9 +1338,11 @@ CommittedSurvivesElection ==
 \* takes it, so this holds across snapshots and restarts too.  (Register
 \* requests, seq 0, are not applied to it: executed again, one assigns
 \* another id.)
+\* Stated as: the positions of requests (seq >= 1) hold distinct requests,
+\* checked once per distinct key-value state.
 AtMostOnce ==
-    \A r \in Replicas : \A i, j \in DOMAIN kv[r] :
-       i # j /\ kv[r][i][2] >= 1 => kv[r][i] # kv[r][j]
+    \A k \in {kv[r] : r \in Replicas} :
+       LET I == {i \in DOMAIN k : k[i][2] >= 1} IN Cardinality({k[i] : i \in I}) = Cardinality(I)
 
 \* The log never drops an instance that is not executed.
 TrimmedExecuted == \A r \in Replicas : trimmed[r] <= lastExecuted[r]
