@@ -168,9 +168,14 @@ def stutter_alloc(csv_path, t0, t1):
     try:
         with open(csv_path, newline="") as f:
             for row in csv.DictReader(f):
+                # A replica stopped while writing leaves its last line
+                # short (the fields it did not write read as None): such
+                # a row is skipped, not taken as the last.
                 try:
                     t = int(row["wall_start_ns"]) / 1e9
-                except (KeyError, ValueError):
+                    for k in ("alloc_start", "freed_start", "nalloc_start"):
+                        int(row[k])
+                except (KeyError, TypeError, ValueError):
                     continue
                 if t < t0:
                     continue

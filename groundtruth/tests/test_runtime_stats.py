@@ -130,6 +130,20 @@ class StutterTest(unittest.TestCase):
         self.assertEqual(a["live_delta_bytes"], 1260.0)
         self.assertEqual(none["alloc_bytes"], 0.0)
 
+    def test_a_last_line_cut_short_by_the_stop_is_skipped(self):
+        # The replica was stopped while writing its last turn: the line
+        # has the time and part of the counters (seen in CI, 2026-12-07).
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("kind,wall_start_ns,alloc_start,freed_start,nalloc_start\n")
+            f.write("0,1000000000,100,40,3\n0,2000000000,600,140,9\n0,3000000000,16\n")
+        try:
+            a = rs.stutter_alloc(f.name, 0.5, 3.5)
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(a["alloc_bytes"], 500.0)
+        self.assertEqual(a["alloc_objects"], 6.0)
+        self.assertEqual(a["live_delta_bytes"], 460.0)
+
 
 if __name__ == "__main__":
     unittest.main()
