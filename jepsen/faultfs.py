@@ -5,7 +5,9 @@ Each replica's data directory is a faultfs mount over a store of its own
 process's memory. A power cut of a replica is `kill -9` followed by
 `faultfs drop` of its mount, so that what it had not synced is gone when it
 restarts, as after a real power loss (a plain `kill -9` keeps the page
-cache, and with it every unsynced write).
+cache, and with it every unsynced write). Each fsync takes `sync_ms`
+before it makes anything durable, as a disk's flush does, so that a cut
+can fall while a replica waits for its sync.
 """
 import json
 import os
@@ -13,8 +15,9 @@ import subprocess
 
 
 class DataDisks:
-    def __init__(self, faultfs_bin, outdir, nodes, log):
+    def __init__(self, faultfs_bin, outdir, nodes, log, sync_ms=0):
         self.bin, self.outdir, self.log = faultfs_bin, outdir, log
+        self.sync_ms = sync_ms
         self.mounted = []
         self.nodes = nodes
 
@@ -40,7 +43,8 @@ class DataDisks:
             os.makedirs(mnt, exist_ok=True)
             os.makedirs(store, exist_ok=True)
             self.cmd("mount", store, mnt, "--socket", self.socket(h),
-                     "--log", os.path.join(self.outdir, "logs", f"faultfs-{h}.log"))
+                     "--log", os.path.join(self.outdir, "logs", f"faultfs-{h}.log"),
+                     "--sync-latency-ms", str(self.sync_ms))
             self.mounted.append(h)
 
     def drop(self, h, torn_seed=None):

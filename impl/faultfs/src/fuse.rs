@@ -24,9 +24,22 @@ const FOPEN_DIRECT_IO: u32 = 1;
 
 pub struct FaultFs {
     pub store: Arc<Mutex<Store>>,
+    /// How long an fsync takes before it makes anything durable (a
+    /// disk's flush). The store is not locked meanwhile, so a power cut
+    /// can fall during a sync and take what it was syncing. Without it a
+    /// drop only falls between two operations, and the only window in
+    /// which acknowledged-but-unsynced data exists is the few
+    /// microseconds between a program's write and its fsync.
+    pub sync_latency: Duration,
 }
 
 impl FaultFs {
+    fn sync_wait(&self) {
+        if !self.sync_latency.is_zero() {
+            std::thread::sleep(self.sync_latency);
+        }
+    }
+
     fn store(&self) -> MutexGuard<'_, Store> {
         // A panic while holding the lock is a bug of this crate; the state
         // is still the best there is.
@@ -244,6 +257,7 @@ impl Filesystem for FaultFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.sync_wait();
         match self.store().fsync(ino) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -280,6 +294,7 @@ impl Filesystem for FaultFs {
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
+        self.sync_wait();
         match self.store().fsyncdir(ino) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),

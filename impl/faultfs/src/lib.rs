@@ -15,6 +15,7 @@ pub use store::{DropReport, Status, Store};
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 const OPTIONS: [fuser::MountOption; 2] = [
     fuser::MountOption::AllowOther,
@@ -28,11 +29,18 @@ fn options() -> Vec<fuser::MountOption> {
 }
 
 /// Mounts the store in `backing` at `mountpoint`, serves the control
-/// socket `socket`, and returns once the file system is unmounted.
-pub fn serve(backing: &Path, mountpoint: &Path, socket: &Path) -> std::io::Result<()> {
+/// socket `socket`, and returns once the file system is unmounted. Each
+/// fsync takes `sync_latency` before it makes anything durable.
+pub fn serve(
+    backing: &Path,
+    mountpoint: &Path,
+    socket: &Path,
+    sync_latency: Duration,
+) -> std::io::Result<()> {
     let store = Arc::new(Mutex::new(Store::open(backing)?));
     let fs = fuse::FaultFs {
         store: store.clone(),
+        sync_latency,
     };
     let mut session = fuser::Session::new(fs, mountpoint, &options())?;
     if let Some(dir) = socket.parent() {
@@ -56,6 +64,7 @@ pub fn mount_in_process(
     let store = Arc::new(Mutex::new(Store::open(backing)?));
     let fs = fuse::FaultFs {
         store: store.clone(),
+        sync_latency: Duration::ZERO,
     };
     let session = fuser::spawn_mount2(fs, mountpoint, &options())?;
     Ok((store, session))

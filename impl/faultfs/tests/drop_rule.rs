@@ -269,3 +269,57 @@ fn through_fuse_a_drop_loses_exactly_what_was_not_synced() {
     assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"acknowledged");
     faultfs(&["unmount", m, "--socket", s]);
 }
+
+#[test]
+fn a_drop_during_a_slow_sync_loses_what_was_being_synced() {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    let (store, mnt) = (d.path().join("store"), d.path().join("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let sock = d.path().join("ctl.sock");
+    let (m, s) = (mnt.to_str().unwrap(), sock.to_str().unwrap());
+    // Long enough that the drop below comes first on a loaded machine.
+    let latency = std::time::Duration::from_millis(1500);
+    let ms = latency.as_millis().to_string();
+    faultfs(&[
+        "mount",
+        store.to_str().unwrap(),
+        m,
+        "--socket",
+        s,
+        "--sync-latency-ms",
+        &ms,
+    ]);
+    let mut f = std::fs::File::create(mnt.join("wal")).unwrap();
+    sync_dir(&mnt);
+    f.write_all(b"synced").unwrap();
+    f.sync_data().unwrap();
+
+    // A writer whose sync is under way when the power goes.
+    f.write_all(b"+in flight").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let syncer = std::thread::spawn(move || {
+        tx.send(()).unwrap();
+        let t = std::time::Instant::now();
+        let r = f.sync_data();
+        (r.is_ok(), t.elapsed())
+    });
+    rx.recv().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // On the socket from this process: a child started now would inherit
+    // the open file, and closing it on exec is a FUSE flush that waits
+    // behind the sync (a nemesis's process holds no file of the mount).
+    let dropped = stutter_faultfs::control::request(&sock, "drop").unwrap();
+    // Counted in pages: the page the in-flight bytes are on.
+    assert!(
+        dropped["dropped"]["lost_bytes"].as_u64().unwrap() > 0,
+        "{dropped}"
+    );
+    let (_, took) = syncer.join().unwrap();
+    assert!(
+        took >= latency - std::time::Duration::from_millis(250),
+        "sync took {took:?}"
+    );
+    assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"synced");
+    faultfs(&["unmount", m, "--socket", s]);
+}

@@ -46,6 +46,10 @@ enum Cmd {
         /// Where the background process writes its errors.
         #[arg(long, default_value = "/dev/null")]
         log: PathBuf,
+        /// Milliseconds each fsync takes before it makes anything durable;
+        /// a power cut during that time loses what was being synced.
+        #[arg(long, default_value_t = 0)]
+        sync_latency_ms: u64,
     },
     /// Mounts BACKING at MOUNTPOINT and serves it in the foreground until
     /// it is unmounted.
@@ -54,6 +58,9 @@ enum Cmd {
         mountpoint: PathBuf,
         #[arg(long)]
         socket: Option<PathBuf>,
+        /// As for `mount`.
+        #[arg(long, default_value_t = 0)]
+        sync_latency_ms: u64,
     },
     /// Power cut: drops every write, creation, rename and removal not yet
     /// synced. Kill the programs using the mount first: their open files
@@ -130,9 +137,11 @@ fn run(cli: Cli) -> Result<(), String> {
             backing,
             mountpoint,
             socket,
+            sync_latency_ms,
         } => {
             let socket = socket_for(&mountpoint, socket).map_err(|e| e.to_string())?;
-            stutter_faultfs::serve(&backing, &mountpoint, &socket)
+            let latency = Duration::from_millis(sync_latency_ms);
+            stutter_faultfs::serve(&backing, &mountpoint, &socket, latency)
                 .map_err(|e| format!("faultfs on {}: {e}", mountpoint.display()))
         }
         Cmd::Mount {
@@ -140,6 +149,7 @@ fn run(cli: Cli) -> Result<(), String> {
             mountpoint,
             socket,
             log,
+            sync_latency_ms,
         } => {
             let socket = socket_for(&mountpoint, socket).map_err(|e| e.to_string())?;
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -151,6 +161,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 .arg(&mountpoint)
                 .arg("--socket")
                 .arg(&socket)
+                .arg("--sync-latency-ms")
+                .arg(sync_latency_ms.to_string())
                 .stdin(Stdio::null())
                 .stdout(log)
                 .stderr(err)
