@@ -59,6 +59,10 @@ class ResourceMonitor(threading.Thread):
             fds = len(os.listdir(f"/proc/{p.pid}/fd"))
         except (OSError, ValueError):
             return None
+        if rss is None:
+            # No VmRSS line: the process is exiting (a kill -9 of a power
+            # cut between the poll above and the read), not a sample.
+            return None
         # `ip netns exec` execs the replica in place: the pid is the replica's.
         return {"time": time.time_ns(), "node": h, "pid": p.pid, "rss_kb": rss, "fds": fds}
 
