@@ -301,8 +301,10 @@ fn a_drop_during_a_slow_sync_loses_what_was_being_synced() {
     let syncer = std::thread::spawn(move || {
         tx.send(()).unwrap();
         let t = std::time::Instant::now();
-        let r = f.sync_data();
-        (r.is_ok(), t.elapsed())
+        // After the drop the sync makes the surviving state durable;
+        // whether it reports success is not what this test is about.
+        let _ = f.sync_data();
+        t.elapsed()
     });
     rx.recv().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
@@ -315,11 +317,8 @@ fn a_drop_during_a_slow_sync_loses_what_was_being_synced() {
         dropped["dropped"]["lost_bytes"].as_u64().unwrap() > 0,
         "{dropped}"
     );
-    let (_, took) = syncer.join().unwrap();
-    assert!(
-        took >= latency - std::time::Duration::from_millis(250),
-        "sync took {took:?}"
-    );
+    let took = syncer.join().unwrap();
+    assert!(took >= latency, "sync took {took:?}");
     assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"synced");
     faultfs(&["unmount", m, "--socket", s]);
 }
