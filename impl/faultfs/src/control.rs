@@ -3,8 +3,11 @@
 //! line) drops unsynced data, switches failures on and off, reads the
 //! status and unmounts.
 //!
-//! Requests: `status`, `drop`, `drop torn SEED`, `fail enospc|eio [N]`
-//! (N: only the next N operations fail), `fail off`. Replies:
+//! Requests: `status`, `drop`, `drop torn SEED`, `cut`, `cut torn SEED`,
+//! `fail enospc|eio [N]` (N: only the next N operations fail), `fail off`.
+//! `cut` is a power cut of a disk still in use: the drop and, in the same
+//! step, EIO for every operation that changes the file system (a sync
+//! under way included) until `fail off` restores power. Replies:
 //! `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -46,6 +49,11 @@ pub fn execute(store: &Mutex<Store>, line: &str) -> Value {
                 .map_err(|e| e.to_string()),
             Err(_) => Err(format!("bad seed {seed:?}")),
         },
+        ["cut"] => cut(&mut s, None),
+        ["cut", "torn", seed] => match seed.parse::<u64>() {
+            Ok(seed) => cut(&mut s, Some(seed)),
+            Err(_) => Err(format!("bad seed {seed:?}")),
+        },
         ["fail", "off"] => {
             s.set_fail(None);
             Ok(json!({}))
@@ -82,6 +90,20 @@ pub fn execute(store: &Mutex<Store>, line: &str) -> Value {
         }
         Err(e) => json!({ "ok": false, "error": e }),
     }
+}
+
+/// A power cut while the program may still run: what it had not synced is
+/// lost and, in the same locked step, the disk stops answering (EIO), so
+/// that nothing it writes or syncs between the cut and its death (a
+/// nemesis's `kill -9` comes after) survives or is reported durable. A
+/// sync waiting out its latency when the cut falls fails too.
+fn cut(s: &mut Store, torn: Option<u64>) -> Result<Value, String> {
+    let r = s.drop_unsynced(torn).map_err(|e| e.to_string())?;
+    s.set_fail(Some(Fail {
+        mode: FailMode::Eio,
+        remaining: None,
+    }));
+    Ok(json!({ "dropped": r }))
 }
 
 /// Serves the control socket on a thread of its own.

@@ -322,3 +322,61 @@ fn a_drop_during_a_slow_sync_loses_what_was_being_synced() {
     assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"synced");
     faultfs(&["unmount", m, "--socket", s]);
 }
+
+#[test]
+fn a_cut_fails_the_sync_under_way_and_every_change_until_power_returns() {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    let (store, mnt) = (d.path().join("store"), d.path().join("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let sock = d.path().join("ctl.sock");
+    let (m, s) = (mnt.to_str().unwrap(), sock.to_str().unwrap());
+    faultfs(&[
+        "mount",
+        store.to_str().unwrap(),
+        m,
+        "--socket",
+        s,
+        "--sync-latency-ms",
+        "1500",
+    ]);
+    let mut f = std::fs::File::create(mnt.join("wal")).unwrap();
+    sync_dir(&mnt);
+    f.write_all(b"synced").unwrap();
+    f.sync_data().unwrap();
+
+    // The program is still running when the power goes: its sync under
+    // way must not report the lost bytes durable.
+    f.write_all(b"+in flight").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let syncer = std::thread::spawn(move || {
+        tx.send(()).unwrap();
+        let r = f.sync_data();
+        (r, f)
+    });
+    rx.recv().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let cut = stutter_faultfs::control::request(&sock, "cut").unwrap();
+    assert!(cut["dropped"]["lost_bytes"].as_u64().unwrap() > 0, "{cut}");
+    let (synced, mut f) = syncer.join().unwrap();
+    assert_eq!(
+        synced.map_err(|e| e.raw_os_error()),
+        Err(Some(libc::EIO)),
+        "a sync that the cut fell into reports the loss"
+    );
+    // Until power returns, nothing the program does changes the disk.
+    let w = f.write_all(b"+after the cut");
+    assert_eq!(w.map_err(|e| e.raw_os_error()), Err(Some(libc::EIO)));
+    assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"synced");
+    drop(f);
+    faultfs(&["fail", m, "off", "--socket", s]);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.join("wal"))
+        .unwrap();
+    f.write_all(b"+restarted").unwrap();
+    f.sync_data().unwrap();
+    assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"synced+restarted");
+    drop(f);
+    faultfs(&["unmount", m, "--socket", s]);
+}

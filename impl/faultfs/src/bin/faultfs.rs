@@ -22,7 +22,9 @@ use stutter_faultfs::control;
 /// The durable state lives in BACKING (`data/<inode>` and
 /// `manifest.json`, written with fsync), so it outlives the faultfs
 /// process. Typical use by a nemesis: `faultfs mount store dir`, run the
-/// program on `dir`, `kill -9` it, `faultfs drop dir`, restart it.
+/// program on `dir`, `faultfs cut dir` (the drop, and EIO from then on),
+/// `kill -9` it, `faultfs fail dir off`, restart it. `drop` after the kill
+/// instead leaves a window: a sync the kill waits for completes first.
 ///
 /// Needs /dev/fuse and fusermount3 (Debian package fuse3), and root (or
 /// user_allow_other in /etc/fuse.conf).
@@ -70,6 +72,19 @@ enum Cmd {
         /// Also tear the last write if not synced: its file keeps its
         /// earlier unsynced writes and a prefix of the last one, cut at a
         /// byte chosen by SEED.
+        #[arg(long, value_name = "SEED")]
+        torn: Option<u64>,
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// Power cut of a disk still in use: `drop`, and in the same step
+    /// every operation that changes the mount fails with EIO (a sync
+    /// under way included) until `faultfs fail MOUNT off`. Kill the
+    /// programs using the mount after it, restore power before they
+    /// restart: nothing they do between the cut and their death survives.
+    Cut {
+        mountpoint: PathBuf,
+        /// As for `drop`.
         #[arg(long, value_name = "SEED")]
         torn: Option<u64>,
         #[arg(long)]
@@ -196,6 +211,17 @@ fn run(cli: Cli) -> Result<(), String> {
             match torn {
                 Some(seed) => ask(&socket, &format!("drop torn {seed}")),
                 None => ask(&socket, "drop"),
+            }
+        }
+        Cmd::Cut {
+            mountpoint,
+            torn,
+            socket,
+        } => {
+            let socket = socket_for(&mountpoint, socket).map_err(|e| e.to_string())?;
+            match torn {
+                Some(seed) => ask(&socket, &format!("cut torn {seed}")),
+                None => ask(&socket, "cut"),
             }
         }
         Cmd::Fail {
