@@ -167,6 +167,8 @@ class Cluster:
         if self.args.unsafe:
             argv.append("--unsafe-" + self.args.unsafe)
         os.makedirs(os.path.join(self.outdir, "data", h), exist_ok=True)
+        if self.disks:
+            self.disks.power_on(h)  # after a power cut (the nemesis's cut)
         self.spawn(h, h, argv, f"{h}.log")
         with self.lock:
             self.killed.discard(h)

@@ -124,9 +124,11 @@ class Nemesis(threading.Thread):
                     c.start_replica(h)
             return f"kill -9 {variant} {targets} (restart with the same data dir at the end)", heal, rng.uniform(1, 4)
         if kind == "power":
-            # A power cut: kill -9, then every write the replica had not
-            # synced is lost (faultfs drop); half the cuts tear the last
-            # unsynced write. Restarted with what survived when it heals.
+            # A power cut: every write the replica had not synced is lost
+            # and its disk stops answering (faultfs cut), then kill -9;
+            # half the cuts tear the last unsynced write. Power returns and
+            # the replica restarts with what survived when it heals
+            # (start_replica). Cut first: see jepsen/faultfs.py.
             variant = rng.choice(self.c.args.power_variants.split(","))
             alive = [x for x in nodes if x not in c.killed]
             if variant == "all":
@@ -139,14 +141,14 @@ class Nemesis(threading.Thread):
             if not targets:
                 return None
             torn = [rng.randrange(1 << 32) if rng.random() < 0.5 else None for _ in targets]
+            lost = [f"{h}: {c.disks.cut(h, t)}" for h, t in zip(targets, torn)]
             for h in targets:
                 c.kill(h)
-            lost = [f"{h}: {c.disks.drop(h, t)}" for h, t in zip(targets, torn)]
 
             def heal():
                 for h in targets:
                     c.start_replica(h)
-            return (f"power cut {variant} {targets} (kill -9, unsynced writes dropped: {'; '.join(lost)}; "
+            return (f"power cut {variant} {targets} (unsynced writes dropped, then kill -9: {'; '.join(lost)}; "
                     f"restart at the end)"), heal, rng.uniform(1, 4)
         if kind == "pause":
             variant = rng.choice(["leader", "follower"])
