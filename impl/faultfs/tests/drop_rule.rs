@@ -380,3 +380,57 @@ fn a_cut_fails_the_sync_under_way_and_every_change_until_power_returns() {
     drop(f);
     faultfs(&["unmount", m, "--socket", s]);
 }
+
+#[test]
+fn a_cut_at_a_time_waits_for_it() {
+    use std::io::Write;
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+    let d = tempfile::tempdir().unwrap();
+    let (store, mnt) = (d.path().join("store"), d.path().join("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let sock = d.path().join("ctl.sock");
+    let (m, s) = (mnt.to_str().unwrap(), sock.to_str().unwrap());
+    faultfs(&["mount", store.to_str().unwrap(), m, "--socket", s]);
+    let mut f = std::fs::File::create(mnt.join("wal")).unwrap();
+    sync_dir(&mnt);
+    f.write_all(b"synced").unwrap();
+    f.sync_data().unwrap();
+    f.write_all(b"+unsynced").unwrap();
+    drop(f);
+
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let t0 = Instant::now();
+    let at = (now_ms + 400).to_string();
+    faultfs(&["cut", m, "--at", &at, "--socket", s]);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(390),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"synced");
+
+    // A time a minute and more away is refused, and cuts nothing.
+    faultfs(&["fail", m, "off", "--socket", s]);
+    let far = (now_ms + 3_600_000).to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_faultfs"))
+        .args(["cut", m, "--at", &far, "--socket", s])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("clocks"),
+        "{out:?}"
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.join("wal"))
+        .unwrap();
+    f.write_all(b"+after").unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    assert_eq!(std::fs::read(mnt.join("wal")).unwrap(), b"synced+after");
+    faultfs(&["unmount", m, "--socket", s]);
+}

@@ -87,6 +87,12 @@ enum Cmd {
         /// As for `drop`.
         #[arg(long, value_name = "SEED")]
         torn: Option<u64>,
+        /// Waits until this wall-clock time (milliseconds since the Unix
+        /// epoch) before cutting: a cut of several hosts asked over SSH,
+        /// one command each, then falls at one instant on every host whose
+        /// clock agrees, not wherever each command happens to arrive.
+        #[arg(long, value_name = "UNIX_MS")]
+        at: Option<u64>,
         #[arg(long)]
         socket: Option<PathBuf>,
     },
@@ -123,6 +129,23 @@ fn socket_for(mountpoint: &Path, socket: Option<PathBuf>) -> std::io::Result<Pat
         Some(s) => Ok(s),
         None => control::default_socket(mountpoint),
     }
+}
+
+/// Sleeps until the wall clock reads `at` (ms since the Unix epoch); at
+/// once if that time has passed. More than a minute ahead is refused: the
+/// clocks of the host that chose the time and of this one disagree.
+fn sleep_until_unix_ms(at: u64) -> Result<(), String> {
+    let target = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
+    if let Ok(wait) = target.duration_since(std::time::SystemTime::now()) {
+        if wait > std::time::Duration::from_secs(60) {
+            return Err(format!(
+                "--at {at} is {} s away (more than a minute): do the clocks agree?",
+                wait.as_secs()
+            ));
+        }
+        std::thread::sleep(wait);
+    }
+    Ok(())
 }
 
 fn ask(socket: &Path, line: &str) -> Result<(), String> {
@@ -216,9 +239,13 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Cut {
             mountpoint,
             torn,
+            at,
             socket,
         } => {
             let socket = socket_for(&mountpoint, socket).map_err(|e| e.to_string())?;
+            if let Some(at) = at {
+                sleep_until_unix_ms(at)?;
+            }
             match torn {
                 Some(seed) => ask(&socket, &format!("cut torn {seed}")),
                 None => ask(&socket, "cut"),
