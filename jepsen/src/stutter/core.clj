@@ -22,9 +22,18 @@
   --concurrency, --time-limit, --test-count, --ssh-private-key, ...)."
   [[nil "--replica-binary PATH" "Local path of the replica binary to upload to every node."
     :default "target/release/replica"]
-   [nil "--nemesis FAULTS" "Comma-separated faults: partition, kill, pause, clock, gc; or all / none."
+   [nil "--nemesis FAULTS" "Comma-separated faults: partition, kill, pause, clock, gc, power; or all / none."
     :default  #{:partition :kill :pause}
     :parse-fn nemesis/parse-faults]
+   [nil "--faultfs-binary PATH" "Local path of impl/faultfs's binary (cargo build --release -p stutter-faultfs), uploaded to every node when the power nemesis runs: their data directories become faultfs mounts."
+    :default "target/release/faultfs"]
+   [nil "--faultfs-sync-ms MS" "Milliseconds each fsync on a faultfs mount takes before it makes anything durable, so that power cuts fall during syncs."
+    :default  20
+    :parse-fn parse-long
+    :validate [#(not (neg? %)) "must not be negative"]]
+   [nil "--power-variants LIST" "Comma-separated power cuts to draw from: one (the leader half the time, else a random node), minority, all."
+    :default  [:one :minority :all]
+    :parse-fn nemesis/parse-power-variants]
    [nil "--gc MODEL:RATIO[:blade]" "Every replica runs a collector model (go or g1, memory limit RATIO x 64 MiB of modelled data); blade turns GC coordination on. Needed by the gc nemesis."
     :parse-fn gc-opts/parse-gc]
    [nil "--nemesis-interval SECONDS" "Mean seconds between nemesis operations."
@@ -58,6 +67,7 @@
    [nil "--os NAME" "debian: prepare Debian nodes (packages, /etc/hosts); none: leave them alone."
     :default  "debian"
     :validate [#{"debian" "none"} "debian or none"]]
+   [nil "--node-bug NAME" "Negative control: start replicas with STUTTER_NODE_BUG=NAME, e.g. ack-before-sync (a replica built with the node-bugs feature; docs/simulator-turmoil.md, \"Injected node bugs\"). Jepsen must report :valid? false."]
    [nil "--unsafe-local-reads" "Negative control: start replicas with --unsafe-local-reads (any replica answers get from local state). Jepsen must report :valid? false."
     :default false]])
 
@@ -70,7 +80,8 @@
         pkg     (nemesis/package {:db       db
                                   :nodes    (:nodes opts)
                                   :faults   faults
-                                  :interval (:nemesis-interval opts)})
+                                  :interval (:nemesis-interval opts)
+                                  :power-variants (:power-variants opts)})
         per-key (:threads-per-key opts)]
     (when (and (faults :gc) (not (:gc opts)))
       (throw (IllegalArgumentException. "the gc nemesis needs --gc MODEL:RATIO[:blade]")))
@@ -82,8 +93,12 @@
            opts
            {:name      (str "stutter " (:workload opts) " "
                             (if (seq faults) (str/join "," (map name (sort faults))) "none")
-                            (when (:unsafe-local-reads opts) " UNSAFE-LOCAL-READS"))
+                            (when (:unsafe-local-reads opts) " UNSAFE-LOCAL-READS")
+                            (when-let [b (:node-bug opts)] (str " NODE-BUG " b)))
             :pure-generators true
+            ; Data directories on faultfs mounts only where a power cut
+            ; needs them: every fsync there takes --faultfs-sync-ms.
+            :faultfs?  (boolean (faults :power))
             :os        (if (= "none" (:os opts)) os/noop debian/os)
             :db        db
             :client    (:client wl)

@@ -8,7 +8,12 @@
   on one machine) without clobbering each other; on EC2 it costs nothing.
 
   Processes are always addressed through their pidfile, never by name,
-  for the same reason."
+  for the same reason.
+
+  When the power nemesis runs (the test's :faultfs?), the data directory
+  is a faultfs mount (impl/faultfs) over <node-dir>/store, so that a power
+  cut can drop what the replica had not synced, as `kill -9` alone cannot:
+  the page cache would keep it."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.tools.logging :refer [info warn]]
@@ -29,6 +34,10 @@
 (defn data-dir  [test node] (str (node-dir test node) "/data"))
 (defn log-file  [test node] (str (node-dir test node) "/replica.log"))
 (defn pid-file  [test node] (str (node-dir test node) "/replica.pid"))
+(defn faultfs-binary [test node] (str (node-dir test node) "/faultfs"))
+(defn store-dir      [test node] (str (node-dir test node) "/store"))
+(defn faultfs-socket [test node] (str (node-dir test node) "/faultfs.sock"))
+(defn faultfs-log    [test node] (str (node-dir test node) "/faultfs.log"))
 
 (defn node-id
   "A node's replica id: its index in the test's node list."
@@ -65,9 +74,11 @@
   [test node]
   (c/su
     (cu/start-daemon!
-      {:logfile (log-file test node)
-       :pidfile (pid-file test node)
-       :chdir   (node-dir test node)}
+      (cond-> {:logfile (log-file test node)
+               :pidfile (pid-file test node)
+               :chdir   (node-dir test node)}
+        ; Read by a replica built with the node-bugs feature only.
+        (:node-bug test) (assoc :env {:STUTTER_NODE_BUG (:node-bug test)}))
       (binary test node)
       :--config   (conf-file test node)
       :--id       (node-id test node)
@@ -133,23 +144,56 @@
         (apply str (map #(format "%02x" %) (.digest md)))))))
 
 (defn install-binary!
-  "Uploads the local replica binary to the node's directory, unless the
-  binary there is already this one (same SHA-256): a test run after
-  another, or a suite of runs, then uploads nothing."
-  [test node local]
+  "Uploads a local binary to `remote` on the node, unless the binary there
+  is already this one (same SHA-256): a test run after another, or a suite
+  of runs, then uploads nothing."
+  [node local remote]
   (let [f      (io/file local)
         want   (local-sha256 (.getCanonicalPath f) (.lastModified f))
-        remote (binary test node)
         have   (try (first (str/split (c/exec :sha256sum remote) #"\s+"))
                     (catch Exception _ nil))]
     (if (= want have)
-      (info node "already has this replica binary" (subs want 0 12))
+      (info node "already has" remote (subs want 0 12))
       (do (info "installing" local "on" node)
           ; Upload beside it, then rename: never a half-written binary.
           (c/upload [local] (str remote ".new"))
           (c/su
             (c/exec :mv :-f (str remote ".new") remote)
             (c/exec :chmod :+x remote))))))
+
+(defn faultfs!
+  "Runs `faultfs ARGS... --socket <the node's socket>` on the node; returns
+  its output (a JSON line)."
+  [test node & args]
+  (c/su (apply c/exec (faultfs-binary test node)
+               (concat args [:--socket (faultfs-socket test node)]))))
+
+(defn mount-data!
+  "The data directory as a faultfs mount over the node's store."
+  [test node]
+  (c/su (c/exec :mkdir :-p (store-dir test node)))
+  (faultfs! test node :mount (store-dir test node) (data-dir test node)
+            :--log (faultfs-log test node) :--sync-latency-ms (:faultfs-sync-ms test 20)))
+
+(defn power-cut!
+  "A power cut of the node's disk while its replica may still run: what it
+  had not synced is gone (with a seed, its last unsynced write is torn),
+  and every change it tries fails with EIO until power-on!. It falls at
+  `at-ms` (the Unix epoch's milliseconds) by the node's clock, or at once
+  if that has passed: one SSH command per node lands wherever it lands,
+  hundreds of milliseconds apart, while a common instant cuts every node
+  of a cut together. Kill the replica after it: killed first, a replica
+  waiting in a sync would finish that sync before it died
+  (jepsen/faultfs.py). Returns what was lost, as faultfs reports it."
+  [test node torn-seed at-ms]
+  (let [out (apply faultfs! test node :cut (data-dir test node) :--at at-ms
+                   (when torn-seed [:--torn torn-seed]))]
+    (or (second (re-find #"\"dropped\":(\{[^}]*\})" out)) out)))
+
+(defn power-on!
+  "Ends a power cut (faultfs `fail off`): before the replica restarts."
+  [test node]
+  (faultfs! test node :fail (data-dir test node) :off))
 
 (defrecord DB [opts]
   db/DB
@@ -160,18 +204,27 @@
       (c/su
         (c/exec :mkdir :-p (data-dir test node))
         (c/exec :chmod :777 (node-dir test node)))
-      (install-binary! test node local)
+      (install-binary! node local (binary test node))
+      (when (:faultfs? test)
+        (let [ffs (:faultfs-binary test)]
+          (assert (and ffs (.exists (io/file ffs))) (str "the power nemesis needs faultfs; no binary at " ffs)))
+        (install-binary! node (:faultfs-binary test) (faultfs-binary test node))
+        (mount-data! test node))
       (cu/write-file! (config-toml test) (conf-file test node))
       (start-replica! test node)
       (await-replica! test node)))
 
   (teardown! [this test node]
     (kill-replica! test node)
-    ; Everything of the run goes; the binary stays for the next run's
+    ; The mount (also one that a crashed run of the same test left):
+    ; unmounted before the data directory goes (lazily if busy).
+    (when (:faultfs? test)
+      (util/meh (faultfs! test node :unmount (data-dir test node))))
+    ; Everything of the run goes; the binaries stay for the next run's
     ; install-binary! to find.
-    (c/su (c/exec :rm :-rf (data-dir test node) (log-file test node)
-                  (conf-file test node) (pid-file test node)
-                  (str (node-dir test node) "/data.tar.gz"))))
+    (c/su (c/exec :rm :-rf (data-dir test node) (store-dir test node) (log-file test node)
+                  (conf-file test node) (pid-file test node) (faultfs-socket test node)
+                  (faultfs-log test node) (str (node-dir test node) "/data.tar.gz"))))
 
   db/LogFiles
   (log-files [this test node]
