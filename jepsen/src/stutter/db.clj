@@ -180,9 +180,9 @@
   had not synced is gone (with a seed, its last unsynced write is torn),
   and every change it tries fails with EIO until power-on!. It falls at
   `at-ms` (the Unix epoch's milliseconds) by the node's clock, or at once
-  if that has passed: one SSH command per node lands wherever it lands,
-  hundreds of milliseconds apart, while a common instant cuts every node
-  of a cut together. Kill the replica after it: killed first, a replica
+  if that has passed: one SSH command per node lands wherever it lands
+  (up to ~150 ms apart on 3 local hosts), while a common instant cuts the
+  nodes of one cut together. Kill the replica after it: killed first, a replica
   waiting in a sync would finish that sync before it died
   (jepsen/faultfs.py). Returns what was lost, as faultfs reports it."
   [test node torn-seed at-ms]

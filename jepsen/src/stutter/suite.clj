@@ -35,9 +35,10 @@
    ; A replica that acknowledges after its write and before its sync (a
    ; replica built with node-bugs): cuts of every node lose writes it
    ; acknowledged, but a register history shows the loss only when a read
-   ; or cas of the key sees the older value before it is written again. Caught in 5 of 12 runs of 30 s
-   ; (docs/campaigns-jepsen.md), so only when named (:default? false);
-   ; jepsen/ci's power control (Porcupine) is CI's.
+   ; or cas of the key sees the older value before it is written again.
+   ; Caught in 5 of 12 runs of 30 s (docs/campaigns-jepsen.md), so only
+   ; when named (:default? false); jepsen/ci's power control (Porcupine)
+   ; is CI's.
    {:name "power-ack-before-sync", :default? false, :expect false
     :opts {:nemesis #{:power}, :power-variants [:all], :node-bug "ack-before-sync"}}
    ; Any replica answers reads from its own state: a partitioned follower
