@@ -6,8 +6,14 @@
 // workspace lints deny them in the code under test).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+// Only its free_port (below the ephemeral range): this file has its own
+// cluster, with the cluster secret and traces.
+#[allow(dead_code)]
+mod common;
+use common::free_port;
+
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,13 +34,6 @@ struct Cluster {
 }
 
 const SECRET: &str = "test cluster secret, 32 bytes..";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
-}
 
 impl Cluster {
     /// Three replicas sharing [`SECRET`].

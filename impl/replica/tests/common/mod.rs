@@ -12,7 +12,30 @@ pub struct LocalCluster {
     procs: Vec<Option<Child>>,
 }
 
-fn free_port() -> u16 {
+/// A port for a replica to listen on, below the kernel's ephemeral range
+/// (32768-60999 here). A port found free by binding port 0 is an ephemeral
+/// one, and until the replica binds it any connect() may take it as its
+/// local port: the test's status probes, the replicas dialling their
+/// peers, the other tests' connections. The replica then cannot bind and
+/// exits. A replica of idle_clients.rs's cluster exited with status 1 in a
+/// CI run on 2026-12-08, most likely so: its error line fell out of the
+/// report, which now shows it. Ports come from a range that only this
+/// counter hands out, each checked free; a process's start in it depends
+/// on its pid, so that test binaries run one after another rarely reuse a
+/// port still in TIME_WAIT.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(97) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -101,8 +124,22 @@ impl LocalCluster {
             if let Ok(Some(status)) = c.try_wait() {
                 let log = std::fs::read_to_string(self.dir.join(format!("replica-{id}.log")))
                     .unwrap_or_default();
+                out += &format!("replica {id} exited ({status})");
+                // The error main returned (anyhow prints it first, then
+                // its backtrace, which would push it out of the tail) or a
+                // panic's message.
+                if let Some(at) = log
+                    .lines()
+                    .position(|l| l.starts_with("Error: ") || l.contains("panicked at"))
+                {
+                    out += "; its error:\n";
+                    for l in log.lines().skip(at).take(8) {
+                        out += l;
+                        out += "\n";
+                    }
+                }
                 let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                out += &format!("replica {id} exited ({status}); its log ends:\n");
+                out += "; its log ends:\n";
                 for l in tail.into_iter().rev() {
                     out += l;
                     out += "\n";
