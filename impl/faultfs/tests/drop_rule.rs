@@ -5,7 +5,7 @@
 // workspace lints deny them in the code under test).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use stutter_faultfs::store::{Kind, Store, ROOT};
 use stutter_faultfs::{Fail, FailMode};
@@ -228,6 +228,33 @@ fn sync_dir(p: &Path) {
     std::fs::File::open(p).unwrap().sync_all().unwrap();
 }
 
+/// A fresh mount (in a temporary directory, with a control socket of its
+/// own, each fsync taking `sync_ms`) holding `wal` with "synced" durable:
+/// the directory (removed when dropped), the mountpoint, the socket and
+/// `wal`, open for more writes.
+fn mounted_with_synced_wal(sync_ms: u64) -> (tempfile::TempDir, PathBuf, PathBuf, std::fs::File) {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    let (store, mnt) = (d.path().join("store"), d.path().join("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    let sock = d.path().join("ctl.sock");
+    let ms = sync_ms.to_string();
+    faultfs(&[
+        "mount",
+        store.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        "--socket",
+        sock.to_str().unwrap(),
+        "--sync-latency-ms",
+        &ms,
+    ]);
+    let mut f = std::fs::File::create(mnt.join("wal")).unwrap();
+    sync_dir(&mnt);
+    f.write_all(b"synced").unwrap();
+    f.sync_data().unwrap();
+    (d, mnt, sock, f)
+}
+
 #[test]
 fn through_fuse_a_drop_loses_exactly_what_was_not_synced() {
     assert!(
@@ -273,27 +300,10 @@ fn through_fuse_a_drop_loses_exactly_what_was_not_synced() {
 #[test]
 fn a_drop_during_a_slow_sync_loses_what_was_being_synced() {
     use std::io::Write;
-    let d = tempfile::tempdir().unwrap();
-    let (store, mnt) = (d.path().join("store"), d.path().join("mnt"));
-    std::fs::create_dir_all(&mnt).unwrap();
-    let sock = d.path().join("ctl.sock");
-    let (m, s) = (mnt.to_str().unwrap(), sock.to_str().unwrap());
     // Long enough that the drop below comes first on a loaded machine.
     let latency = std::time::Duration::from_millis(1500);
-    let ms = latency.as_millis().to_string();
-    faultfs(&[
-        "mount",
-        store.to_str().unwrap(),
-        m,
-        "--socket",
-        s,
-        "--sync-latency-ms",
-        &ms,
-    ]);
-    let mut f = std::fs::File::create(mnt.join("wal")).unwrap();
-    sync_dir(&mnt);
-    f.write_all(b"synced").unwrap();
-    f.sync_data().unwrap();
+    let (_d, mnt, sock, mut f) = mounted_with_synced_wal(latency.as_millis() as u64);
+    let (m, s) = (mnt.to_str().unwrap(), sock.to_str().unwrap());
 
     // A writer whose sync is under way when the power goes.
     f.write_all(b"+in flight").unwrap();
@@ -326,24 +336,8 @@ fn a_drop_during_a_slow_sync_loses_what_was_being_synced() {
 #[test]
 fn a_cut_fails_the_sync_under_way_and_every_change_until_power_returns() {
     use std::io::Write;
-    let d = tempfile::tempdir().unwrap();
-    let (store, mnt) = (d.path().join("store"), d.path().join("mnt"));
-    std::fs::create_dir_all(&mnt).unwrap();
-    let sock = d.path().join("ctl.sock");
+    let (_d, mnt, sock, mut f) = mounted_with_synced_wal(1500);
     let (m, s) = (mnt.to_str().unwrap(), sock.to_str().unwrap());
-    faultfs(&[
-        "mount",
-        store.to_str().unwrap(),
-        m,
-        "--socket",
-        s,
-        "--sync-latency-ms",
-        "1500",
-    ]);
-    let mut f = std::fs::File::create(mnt.join("wal")).unwrap();
-    sync_dir(&mnt);
-    f.write_all(b"synced").unwrap();
-    f.sync_data().unwrap();
 
     // The program is still running when the power goes: its sync under
     // way must not report the lost bytes durable.
@@ -385,16 +379,8 @@ fn a_cut_fails_the_sync_under_way_and_every_change_until_power_returns() {
 fn a_cut_at_a_time_waits_for_it() {
     use std::io::Write;
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-    let d = tempfile::tempdir().unwrap();
-    let (store, mnt) = (d.path().join("store"), d.path().join("mnt"));
-    std::fs::create_dir_all(&mnt).unwrap();
-    let sock = d.path().join("ctl.sock");
+    let (_d, mnt, sock, mut f) = mounted_with_synced_wal(0);
     let (m, s) = (mnt.to_str().unwrap(), sock.to_str().unwrap());
-    faultfs(&["mount", store.to_str().unwrap(), m, "--socket", s]);
-    let mut f = std::fs::File::create(mnt.join("wal")).unwrap();
-    sync_dir(&mnt);
-    f.write_all(b"synced").unwrap();
-    f.sync_data().unwrap();
     f.write_all(b"+unsynced").unwrap();
     drop(f);
 
