@@ -51,6 +51,10 @@
     :default  200
     :parse-fn parse-long
     :validate [pos? "must be positive"]]
+   [nil "--value-range N" "Writes and cas draw their values from [0, N): few make cas succeed often, many keep an indeterminate write from explaining a lost one (stutter.workload/register)."
+    :default  5
+    :parse-fn parse-long
+    :validate [pos? "must be positive"]]
    [nil "--threads-per-key N" "Processes sharing one key at a time; --concurrency must be a multiple."
     :default  3
     :parse-fn parse-long
@@ -113,10 +117,14 @@
                               (gen/stagger (/ (:rate opts)))
                               (gen/nemesis (:generator pkg))
                               (gen/time-limit (:time-limit opts)))
-                         ; Heal everything and let the cluster settle before
+                         ; Heal everything and let the cluster settle, then
+                         ; read every key once (stutter.workload/register);
                          ; teardown collects the logs.
                          (gen/nemesis (:final-generator pkg))
-                         (gen/sleep 5))})))
+                         (gen/sleep 5)
+                         (->> (:final-generator wl)
+                              (gen/clients)
+                              (gen/time-limit 60)))})))
 
 (defn -main
   [& args]
