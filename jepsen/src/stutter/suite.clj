@@ -33,7 +33,7 @@
    ; The data directories on faultfs mounts (--faultfs-binary). Values
    ; from [0, 20), not 5: a cut of every node times out every client, and
    ; each write or cas in flight ends :info; with five values one of them
-   ; often holds the value a lost write had overwritten, and Knossos
+   ; can hold the value a lost write had overwritten, and Knossos then
    ; accepts the loss (stutter.workload/register, docs/campaigns-jepsen.md).
    ; Twenty still let some cas succeed, which :stats requires.
    {:name "power", :opts {:nemesis #{:power}, :value-range 20}, :expect true}

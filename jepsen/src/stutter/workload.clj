@@ -63,8 +63,9 @@
   Few values make cas succeed often. They also let an indeterminate
   write (:info) explain a read of an older value: after a power cut that
   times out every client, the ops in flight all end :info, and with five
-  values one of them often holds the value that a lost write had
-  overwritten, so Knossos accepts the loss. The power runs draw from many.
+  values one of them can hold the value that a lost write had
+  overwritten, so that Knossos accepts the loss. The power runs draw
+  from 20.
 
   :final-generator reads every key once, after the faults have healed: a
   key moves on after :ops-per-key operations, and a write lost at the end
